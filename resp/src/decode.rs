@@ -1,0 +1,710 @@
+//! The streaming reply parser.
+//!
+//! [`Parser::parse`] looks at the bytes received so far and returns one of:
+//! a complete [`Reply`] with the number of bytes it used, [`Status::Incomplete`]
+//! (wait for more bytes; never an error), or a [`ParseError`]. Nothing is
+//! copied: a reply borrows from the input. Nothing is buffered: call it again
+//! with the grown input after the next read.
+//!
+//! Every length read from the wire is checked against [`Limits`] before it is
+//! used, with checked arithmetic, and nested aggregates are walked with an
+//! explicit, bounded stack (no recursion).
+
+use nom::Parser as _;
+use nom::bytes::streaming::{tag, take, take_until};
+
+use crate::ServerError;
+
+const CRLF: &[u8] = b"\r\n";
+
+/// The deepest nesting of aggregates any [`Limits`] can allow; the size of the
+/// parser's explicit stack.
+pub const MAX_DEPTH_CAP: usize = 32;
+
+/// Bounds on what the parser accepts from the wire.
+///
+/// A reply that exceeds a bound is a [`ParseError`], found as soon as the
+/// offending header is read: nothing is ever allocated or waited for on the
+/// word of a length header. The defaults are sized for a lock client, whose
+/// largest expected reply is the text of `INFO server` (about 1 KiB).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Limits {
+    /// Largest payload of a bulk string, bulk error or verbatim string, in bytes.
+    pub max_bulk_len: usize,
+    /// Largest element count of an array, set or push, and largest number of
+    /// pairs of a map or attribute.
+    pub max_aggregate_len: usize,
+    /// Deepest nesting of aggregates (a flat array is depth 1). Values above
+    /// [`MAX_DEPTH_CAP`] act as [`MAX_DEPTH_CAP`].
+    pub max_depth: usize,
+    /// Longest line (simple string, error, integer, double, big number, and
+    /// every header), without the type byte and the CRLF.
+    pub max_line_len: usize,
+    /// Largest complete frame, in bytes. Bounds what a client has to buffer
+    /// for one reply: at most `max_frame_len` plus one bulk or line.
+    pub max_frame_len: usize,
+}
+
+impl Limits {
+    /// The defaults: 64 KiB bulks, 1024 elements, depth 8, 4 KiB lines,
+    /// 256 KiB frames.
+    pub const DEFAULT: Limits = Limits {
+        max_bulk_len: 64 * 1024,
+        max_aggregate_len: 1024,
+        max_depth: 8,
+        max_line_len: 4 * 1024,
+        max_frame_len: 256 * 1024,
+    };
+
+    /// Used to re-walk bytes that were already validated under some limits.
+    const TRUSTED: Limits = Limits {
+        max_bulk_len: usize::MAX,
+        max_aggregate_len: usize::MAX,
+        max_depth: MAX_DEPTH_CAP,
+        max_line_len: usize::MAX,
+        max_frame_len: usize::MAX,
+    };
+
+    fn depth(&self) -> usize {
+        if self.max_depth > MAX_DEPTH_CAP {
+            MAX_DEPTH_CAP
+        } else {
+            self.max_depth
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::DEFAULT
+    }
+}
+
+/// The outcome of a parse that did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Status<T> {
+    /// A whole value was found.
+    Complete(T),
+    /// The input is a valid beginning of a value; more bytes are needed.
+    Incomplete,
+}
+
+/// Why the input cannot be the beginning of a valid reply.
+///
+/// The stream is unusable after any of these: the connection should be closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum ParseError {
+    /// The first byte of a value is not a RESP2 or RESP3 type byte.
+    UnknownType(u8),
+    /// A length header is not `-1` (where null is allowed) or a plain decimal
+    /// number: a sign, a leading zero, a space, `-2`, an empty length.
+    InvalidLength,
+    /// An integer reply is not a plain decimal `i64`.
+    InvalidInteger,
+    /// A line holds a bare CR or LF.
+    InvalidLine,
+    /// A bulk payload is not followed by CRLF.
+    MissingCrlf,
+    /// A RESP3 null (`_`) has content.
+    InvalidNull,
+    /// A RESP3 boolean is not `#t` or `#f`.
+    InvalidBoolean,
+    /// A RESP3 double is not a decimal number, `inf`, `-inf` or `nan`.
+    InvalidDouble,
+    /// A RESP3 big number is not a plain decimal.
+    InvalidBigNumber,
+    /// A RESP3 verbatim string lacks its `xxx:` format prefix.
+    InvalidVerbatim,
+    /// A RESP3 streamed string or aggregate (`$?`, `*?`), which Redis does not send.
+    Streamed,
+    /// A bulk length exceeds [`Limits::max_bulk_len`] (or any integer type).
+    BulkTooLong,
+    /// An aggregate length exceeds [`Limits::max_aggregate_len`] (or any integer type).
+    AggregateTooLong,
+    /// Aggregates nest deeper than [`Limits::max_depth`].
+    TooDeep,
+    /// A line exceeds [`Limits::max_line_len`] without a CRLF.
+    LineTooLong,
+    /// The frame exceeds [`Limits::max_frame_len`].
+    FrameTooLarge,
+}
+
+impl core::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let text = match self {
+            ParseError::UnknownType(b) => {
+                return write!(f, "unknown RESP type byte 0x{b:02x}");
+            }
+            ParseError::InvalidLength => "invalid length header",
+            ParseError::InvalidInteger => "invalid integer reply",
+            ParseError::InvalidLine => "bare CR or LF inside a line",
+            ParseError::MissingCrlf => "bulk payload not followed by CRLF",
+            ParseError::InvalidNull => "RESP3 null with content",
+            ParseError::InvalidBoolean => "invalid RESP3 boolean",
+            ParseError::InvalidDouble => "invalid RESP3 double",
+            ParseError::InvalidBigNumber => "invalid RESP3 big number",
+            ParseError::InvalidVerbatim => "invalid RESP3 verbatim string",
+            ParseError::Streamed => "RESP3 streamed types are not supported",
+            ParseError::BulkTooLong => "bulk length over the limit",
+            ParseError::AggregateTooLong => "aggregate length over the limit",
+            ParseError::TooDeep => "aggregates nested deeper than the limit",
+            ParseError::LineTooLong => "line longer than the limit",
+            ParseError::FrameTooLarge => "reply larger than the frame limit",
+        };
+        f.write_str(text)
+    }
+}
+
+impl core::error::Error for ParseError {}
+
+/// The kind of an aggregate reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum AggregateKind {
+    /// RESP2/RESP3 array (`*`).
+    Array,
+    /// RESP3 map (`%`): its elements alternate key, value.
+    Map,
+    /// RESP3 set (`~`).
+    Set,
+    /// RESP3 push (`>`): out-of-band data, not the reply to a request.
+    Push,
+}
+
+/// A validated aggregate that borrows its encoded elements from the input.
+///
+/// Elements are decoded lazily by [`Aggregate::iter`], so an aggregate costs no
+/// storage however long or deep it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Aggregate<'a> {
+    kind: AggregateKind,
+    count: usize,
+    body: &'a [u8],
+}
+
+impl<'a> Aggregate<'a> {
+    /// What kind of aggregate this is.
+    pub fn kind(&self) -> AggregateKind {
+        self.kind
+    }
+
+    /// The number of elements [`Aggregate::iter`] yields (for a map, twice the
+    /// number of pairs).
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// True when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The encoded elements, exactly as received.
+    pub fn raw(&self) -> &'a [u8] {
+        self.body
+    }
+
+    /// The elements in order (for a map: key, value, key, value, ...).
+    pub fn iter(&self) -> Elements<'a> {
+        Elements {
+            rest: self.body,
+            remaining: self.count,
+        }
+    }
+}
+
+impl<'a> IntoIterator for Aggregate<'a> {
+    type Item = Reply<'a>;
+    type IntoIter = Elements<'a>;
+    fn into_iter(self) -> Elements<'a> {
+        self.iter()
+    }
+}
+
+/// Iterator over the elements of an [`Aggregate`].
+#[derive(Debug, Clone)]
+pub struct Elements<'a> {
+    rest: &'a [u8],
+    remaining: usize,
+}
+
+impl<'a> Iterator for Elements<'a> {
+    type Item = Reply<'a>;
+
+    fn next(&mut self) -> Option<Reply<'a>> {
+        if self.remaining == 0 {
+            return None;
+        }
+        // The body was validated when the aggregate was parsed, so this cannot
+        // fail or be incomplete; if it ever did, the iteration just ends.
+        match parse_with(self.rest, &Limits::TRUSTED) {
+            Ok(Status::Complete((reply, used))) => {
+                self.rest = self.rest.get(used..).unwrap_or_default();
+                self.remaining -= 1;
+                Some(reply)
+            }
+            _ => {
+                self.remaining = 0;
+                None
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.remaining))
+    }
+}
+
+/// One reply from a Redis server, borrowing from the parser's input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Reply<'a> {
+    /// `+OK`: a simple string.
+    Simple(&'a [u8]),
+    /// `-ERR ...` or a RESP3 bulk error `!`.
+    Error(ServerError<'a>),
+    /// `:1`
+    Integer(i64),
+    /// `$3\r\nabc`: a bulk string (binary-safe).
+    Bulk(&'a [u8]),
+    /// `$-1`, `*-1` (RESP2) or `_` (RESP3).
+    Nil,
+    /// `*`, `%`, `~` or `>`.
+    Aggregate(Aggregate<'a>),
+    /// RESP3 `#t` / `#f`.
+    Boolean(bool),
+    /// RESP3 double, as its decimal text (`1.5`, `inf`, `-inf`, `nan`).
+    Double(&'a [u8]),
+    /// RESP3 big number, as its decimal text.
+    BigNumber(&'a [u8]),
+    /// RESP3 verbatim string: a 3-byte format (`txt`, `mkd`) and the text.
+    Verbatim {
+        /// The 3-byte format name.
+        format: &'a [u8],
+        /// The text after the `xxx:` prefix.
+        text: &'a [u8],
+    },
+}
+
+impl<'a> Reply<'a> {
+    /// True for the simple string `OK`.
+    pub fn is_ok(&self) -> bool {
+        matches!(self, Reply::Simple(b"OK"))
+    }
+
+    /// The bytes of a simple string, bulk string or verbatim text.
+    pub fn as_bytes(&self) -> Option<&'a [u8]> {
+        match *self {
+            Reply::Simple(b) | Reply::Bulk(b) => Some(b),
+            Reply::Verbatim { text, .. } => Some(text),
+            _ => None,
+        }
+    }
+
+    /// The value of an integer reply.
+    pub fn as_integer(&self) -> Option<i64> {
+        match *self {
+            Reply::Integer(i) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// The server error, for `-` and `!` replies.
+    pub fn as_error(&self) -> Option<ServerError<'a>> {
+        match *self {
+            Reply::Error(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The aggregate, for `*`, `%`, `~` and `>` replies.
+    pub fn as_aggregate(&self) -> Option<Aggregate<'a>> {
+        match *self {
+            Reply::Aggregate(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// True for a RESP3 push (out-of-band data that answers no request).
+    pub fn is_push(&self) -> bool {
+        matches!(self, Reply::Aggregate(a) if a.kind == AggregateKind::Push)
+    }
+}
+
+/// A reply parser with its [`Limits`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Parser {
+    limits: Limits,
+}
+
+impl Parser {
+    /// A parser that enforces `limits`.
+    pub const fn new(limits: Limits) -> Self {
+        Parser { limits }
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Parses the first reply in `input`.
+    ///
+    /// Returns the reply and the number of bytes it took; bytes after it are
+    /// left alone. A RESP3 attribute (`|`) before a reply is consumed with it
+    /// and dropped. A RESP3 push (`>`) is returned like any reply: see
+    /// [`Reply::is_push`].
+    pub fn parse<'a>(&self, input: &'a [u8]) -> Result<Status<(Reply<'a>, usize)>, ParseError> {
+        parse_with(input, &self.limits)
+    }
+}
+
+/// Parses the first reply in `input` with [`Limits::DEFAULT`]; see [`Parser::parse`].
+///
+/// ```
+/// use redlock_resp::{parse_reply, Reply, Status};
+/// assert_eq!(parse_reply(b"+OK\r\n:1"), Ok(Status::Complete((Reply::Simple(b"OK"), 5))));
+/// assert_eq!(parse_reply(b"$5\r\nhel"), Ok(Status::Incomplete));
+/// ```
+pub fn parse_reply(input: &[u8]) -> Result<Status<(Reply<'_>, usize)>, ParseError> {
+    parse_with(input, &Limits::DEFAULT)
+}
+
+/// Propagates `Incomplete` like `?` propagates errors.
+macro_rules! ready {
+    ($e:expr) => {
+        match $e? {
+            Status::Complete(v) => v,
+            Status::Incomplete => return Ok(Status::Incomplete),
+        }
+    };
+}
+
+/// The start of one value: either a whole scalar, or an aggregate header.
+enum Element<'a> {
+    Scalar(Reply<'a>),
+    Open {
+        kind: Option<AggregateKind>, // None: attribute
+        count: usize,                // elements (pairs already doubled)
+    },
+}
+
+fn parse_with<'a>(
+    input: &'a [u8],
+    limits: &Limits,
+) -> Result<Status<(Reply<'a>, usize)>, ParseError> {
+    let mut offset = 0usize;
+    loop {
+        let rest = input.get(offset..).unwrap_or_default();
+        let (element, used) = ready!(element(rest, offset, limits));
+        let end = offset + used; // element() checked it against the frame limit
+        match element {
+            Element::Scalar(reply) => return Ok(Status::Complete((reply, end))),
+            Element::Open { kind, count } => {
+                let body_start = input.get(end..).unwrap_or_default();
+                let body_len = ready!(walk(body_start, count, end, limits));
+                let total = end.checked_add(body_len).ok_or(ParseError::FrameTooLarge)?;
+                match kind {
+                    Some(kind) => {
+                        let body = input.get(end..total).unwrap_or_default();
+                        let agg = Aggregate { kind, count, body };
+                        return Ok(Status::Complete((Reply::Aggregate(agg), total)));
+                    }
+                    // An attribute describes the value after it: skip it.
+                    None => offset = total,
+                }
+            }
+        }
+    }
+}
+
+/// Walks `count` elements (and everything nested in them) at the start of
+/// `input`; returns the number of bytes they take. `base` is the frame offset
+/// of `input`, for the frame limit.
+fn walk(
+    input: &[u8],
+    count: usize,
+    base: usize,
+    limits: &Limits,
+) -> Result<Status<usize>, ParseError> {
+    let max_depth = limits.depth();
+    if max_depth == 0 {
+        return Err(ParseError::TooDeep);
+    }
+    // remaining[level]: elements still to read at that level; level 0 is the
+    // aggregate being walked (depth 1).
+    let mut remaining = [0usize; MAX_DEPTH_CAP];
+    let mut level = 0usize;
+    remaining[0] = count;
+    let mut pos = 0usize;
+    loop {
+        while remaining[level] == 0 {
+            if level == 0 {
+                return Ok(Status::Complete(pos));
+            }
+            level -= 1;
+        }
+        let rest = input.get(pos..).unwrap_or_default();
+        let (element, used) = ready!(element(rest, base + pos, limits));
+        pos += used; // element() checked it against the frame limit
+        match element {
+            Element::Scalar(_) => remaining[level] -= 1,
+            Element::Open { kind, count } => {
+                // An attribute does not count as an element of its parent:
+                // the value after it does.
+                if kind.is_some() {
+                    remaining[level] -= 1;
+                }
+                if count > 0 {
+                    level += 1;
+                    if level >= max_depth {
+                        return Err(ParseError::TooDeep);
+                    }
+                    remaining[level] = count;
+                }
+            }
+        }
+    }
+}
+
+/// Reads one scalar, or the header of one aggregate, at the start of `input`,
+/// which is at offset `base` in its frame. The end of what it returns is
+/// within [`Limits::max_frame_len`] of the frame start: a bulk that would
+/// cross it is refused before its payload is awaited.
+fn element<'a>(
+    input: &'a [u8],
+    base: usize,
+    limits: &Limits,
+) -> Result<Status<(Element<'a>, usize)>, ParseError> {
+    let Some((&ty, rest)) = input.split_first() else {
+        return Ok(Status::Incomplete);
+    };
+    let (line, line_used) = ready!(line(rest, limits.max_line_len));
+    let head = line_used + 1;
+    let fits = |used: usize| match base.checked_add(used) {
+        Some(end) if end <= limits.max_frame_len => Ok(()),
+        _ => Err(ParseError::FrameTooLarge),
+    };
+    fits(head)?;
+    let scalar = |reply| Ok(Status::Complete((Element::Scalar(reply), head)));
+    match ty {
+        b'+' => scalar(Reply::Simple(line)),
+        b'-' => scalar(Reply::Error(ServerError::new(line))),
+        b':' => scalar(Reply::Integer(integer(line)?)),
+        b'$' | b'!' | b'=' => {
+            if ty == b'$' && line == b"-1" {
+                return scalar(Reply::Nil);
+            }
+            let len = length(line, limits.max_bulk_len, ParseError::BulkTooLong)?;
+            let used = len.checked_add(head + 2).ok_or(ParseError::BulkTooLong)?;
+            fits(used)?;
+            let payload = input.get(head..).unwrap_or_default();
+            let data = ready!(bulk_payload(payload, len));
+            let reply = match ty {
+                b'$' => Reply::Bulk(data),
+                b'!' => Reply::Error(ServerError::new(data)),
+                _ => match (data.get(..3), data.get(3), data.get(4..)) {
+                    (Some(format), Some(b':'), Some(text)) => Reply::Verbatim { format, text },
+                    _ => return Err(ParseError::InvalidVerbatim),
+                },
+            };
+            Ok(Status::Complete((Element::Scalar(reply), used)))
+        }
+        b'*' | b'%' | b'~' | b'>' | b'|' => {
+            if ty == b'*' && line == b"-1" {
+                return scalar(Reply::Nil);
+            }
+            let n = length(line, limits.max_aggregate_len, ParseError::AggregateTooLong)?;
+            let (kind, count) = match ty {
+                b'*' => (Some(AggregateKind::Array), n),
+                b'~' => (Some(AggregateKind::Set), n),
+                b'>' => (Some(AggregateKind::Push), n),
+                b'%' => (
+                    Some(AggregateKind::Map),
+                    n.checked_mul(2).ok_or(ParseError::AggregateTooLong)?,
+                ),
+                _ => (None, n.checked_mul(2).ok_or(ParseError::AggregateTooLong)?),
+            };
+            Ok(Status::Complete((Element::Open { kind, count }, head)))
+        }
+        b'_' => {
+            if !line.is_empty() {
+                return Err(ParseError::InvalidNull);
+            }
+            scalar(Reply::Nil)
+        }
+        b'#' => match line {
+            b"t" => scalar(Reply::Boolean(true)),
+            b"f" => scalar(Reply::Boolean(false)),
+            _ => Err(ParseError::InvalidBoolean),
+        },
+        b',' => {
+            if !is_double(line) {
+                return Err(ParseError::InvalidDouble);
+            }
+            scalar(Reply::Double(line))
+        }
+        b'(' => {
+            let digits = line.strip_prefix(b"-").unwrap_or(line);
+            if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+                return Err(ParseError::InvalidBigNumber);
+            }
+            scalar(Reply::BigNumber(line))
+        }
+        other => Err(ParseError::UnknownType(other)),
+    }
+}
+
+/// A line ending in CRLF, at most `max` bytes before the CRLF. Returns the
+/// line and the bytes used including the CRLF.
+fn line(input: &[u8], max: usize) -> Result<Status<(&[u8], usize)>, ParseError> {
+    let window_len = input.len().min(max.saturating_add(2));
+    let window = input.get(..window_len).unwrap_or_default();
+    match take_until::<_, _, nom::error::Error<&[u8]>>(CRLF).parse(window) {
+        Ok((_, content)) => {
+            if content.iter().any(|&b| b == b'\r' || b == b'\n') {
+                return Err(ParseError::InvalidLine);
+            }
+            Ok(Status::Complete((content, content.len() + 2)))
+        }
+        Err(_) => {
+            // No CRLF yet. A CR may end the window, waiting for its LF; any
+            // other CR or LF is already an error.
+            let seen = window.strip_suffix(b"\r").unwrap_or(window);
+            if seen.iter().any(|&b| b == b'\r' || b == b'\n') {
+                return Err(ParseError::InvalidLine);
+            }
+            if window_len == max.saturating_add(2) {
+                return Err(ParseError::LineTooLong);
+            }
+            Ok(Status::Incomplete)
+        }
+    }
+}
+
+/// `len` bytes followed by CRLF.
+fn bulk_payload(input: &[u8], len: usize) -> Result<Status<&[u8]>, ParseError> {
+    let res: nom::IResult<&[u8], (&[u8], &[u8])> = (take(len), tag(CRLF)).parse(input);
+    match res {
+        Ok((_, (data, _))) => Ok(Status::Complete(data)),
+        Err(nom::Err::Incomplete(_)) => Ok(Status::Incomplete),
+        Err(_) => Err(ParseError::MissingCrlf),
+    }
+}
+
+/// A length header: a plain decimal with no sign and no leading zero, at most `max`.
+fn length(line: &[u8], max: usize, too_long: ParseError) -> Result<usize, ParseError> {
+    match line {
+        [] => return Err(ParseError::InvalidLength),
+        [b'?'] => return Err(ParseError::Streamed),
+        [b'0', _, ..] => return Err(ParseError::InvalidLength),
+        _ => {}
+    }
+    let mut n: usize = 0;
+    for &b in line {
+        if !b.is_ascii_digit() {
+            return Err(ParseError::InvalidLength);
+        }
+        n = n
+            .checked_mul(10)
+            .and_then(|n| n.checked_add(usize::from(b - b'0')))
+            .ok_or(too_long)?;
+    }
+    if n > max {
+        return Err(too_long);
+    }
+    Ok(n)
+}
+
+/// An `i64` in plain decimal: optional `-`, no `+`, no leading zero, no `-0`.
+fn integer(line: &[u8]) -> Result<i64, ParseError> {
+    let (negative, digits) = match line.split_first() {
+        Some((b'-', d)) => (true, d),
+        _ => (false, line),
+    };
+    match digits {
+        [] => return Err(ParseError::InvalidInteger),
+        [b'0'] if negative => return Err(ParseError::InvalidInteger),
+        [b'0', _, ..] => return Err(ParseError::InvalidInteger),
+        _ => {}
+    }
+    let mut n: i64 = 0;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return Err(ParseError::InvalidInteger);
+        }
+        let d = i64::from(b - b'0');
+        // Accumulate negatively so that i64::MIN parses.
+        n = n
+            .checked_mul(10)
+            .and_then(|n| {
+                if negative {
+                    n.checked_sub(d)
+                } else {
+                    n.checked_add(d)
+                }
+            })
+            .ok_or(ParseError::InvalidInteger)?;
+    }
+    Ok(n)
+}
+
+fn is_double(line: &[u8]) -> bool {
+    match line {
+        b"inf" | b"-inf" | b"nan" => true,
+        [] => false,
+        _ => {
+            line.iter().any(u8::is_ascii_digit)
+                && line
+                    .iter()
+                    .all(|&b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E'))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_edges() {
+        assert_eq!(integer(b"0"), Ok(0));
+        assert_eq!(integer(b"-1"), Ok(-1));
+        assert_eq!(integer(b"9223372036854775807"), Ok(i64::MAX));
+        assert_eq!(integer(b"-9223372036854775808"), Ok(i64::MIN));
+        for bad in [
+            &b"9223372036854775808"[..],
+            b"-0",
+            b"01",
+            b"+1",
+            b"",
+            b"-",
+            b"1 ",
+            b"12a",
+        ] {
+            assert_eq!(integer(bad), Err(ParseError::InvalidInteger), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn length_edges() {
+        let e = ParseError::BulkTooLong;
+        assert_eq!(length(b"0", 10, e), Ok(0));
+        assert_eq!(length(b"10", 10, e), Ok(10));
+        assert_eq!(length(b"11", 10, e), Err(e));
+        assert_eq!(length(b"99999999999999999999999", usize::MAX, e), Err(e));
+        for bad in [&b"-1"[..], b"-2", b"+1", b"01", b" 1", b"", b"1a"] {
+            assert_eq!(
+                length(bad, 10, e),
+                Err(ParseError::InvalidLength),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(length(b"?", 10, e), Err(ParseError::Streamed));
+    }
+}

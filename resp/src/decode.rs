@@ -484,6 +484,25 @@ fn element<'a>(
     let Some((&ty, rest)) = input.split_first() else {
         return Ok(Status::Incomplete);
     };
+    if !matches!(
+        ty,
+        b'+' | b'-'
+            | b':'
+            | b'$'
+            | b'*'
+            | b'_'
+            | b'#'
+            | b','
+            | b'('
+            | b'!'
+            | b'='
+            | b'%'
+            | b'~'
+            | b'>'
+            | b'|'
+    ) {
+        return Err(ParseError::UnknownType(ty));
+    }
     let (line, line_used) = ready!(line(rest, limits.max_line_len));
     let head = line_used + 1;
     let fits = |used: usize| match base.checked_add(used) {
@@ -556,7 +575,7 @@ fn element<'a>(
             }
             scalar(Reply::BigNumber(line))
         }
-        other => Err(ParseError::UnknownType(other)),
+        _ => Err(ParseError::UnknownType(ty)),
     }
 }
 
@@ -579,7 +598,7 @@ fn line(input: &[u8], max: usize) -> Result<Status<(&[u8], usize)>, ParseError> 
             if seen.iter().any(|&b| b == b'\r' || b == b'\n') {
                 return Err(ParseError::InvalidLine);
             }
-            if window_len == max.saturating_add(2) {
+            if seen.len() > max {
                 return Err(ParseError::LineTooLong);
             }
             Ok(Status::Incomplete)

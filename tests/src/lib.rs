@@ -1,0 +1,256 @@
+//! Test harness for the redlock workspace.
+//!
+//! [`RedisServer`] starts a real `redis-server` process on a free loopback
+//! port in its own temporary directory, waits until it answers, and stops it
+//! by pid when dropped (also when the test panics). [`Conn`] is a small
+//! blocking client built on `redlock-resp`, for tests that need to talk to a
+//! server directly.
+
+use core::net::{Ipv4Addr, SocketAddr};
+use core::sync::atomic::{AtomicUsize, Ordering};
+use core::time::Duration;
+use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+use redlock_resp::{Arg, Reply, Status};
+
+/// How long a server may take to start answering.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A `redis-server` child process on 127.0.0.1, stopped when dropped.
+#[derive(Debug)]
+pub struct RedisServer {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl RedisServer {
+    /// Starts a server without persistence (`--save '' --appendonly no`).
+    pub fn start() -> io::Result<RedisServer> {
+        RedisServer::start_with(&[])
+    }
+
+    /// Starts a server without persistence, with extra command-line
+    /// arguments (`["--requirepass", "secret"]`).
+    pub fn start_with(extra: &[&str]) -> io::Result<RedisServer> {
+        let mut last_err = None;
+        // A free port may be taken between the probe and the server's bind:
+        // try a few ports.
+        for _ in 0..5 {
+            let port = free_port()?;
+            match RedisServer::spawn(port, extra) {
+                Ok(server) => return Ok(server),
+                Err(e) => last_err = Some(e),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| io::Error::other("redis-server did not start")))
+    }
+
+    fn spawn(port: u16, extra: &[&str]) -> io::Result<RedisServer> {
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "redlock-test-{}-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed),
+            port
+        ));
+        std::fs::create_dir_all(&dir)?;
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot run redis-server (is it installed?): {e}"),
+                )
+            })?;
+        let mut server = RedisServer { child, port, dir };
+        server.wait_ready()?;
+        Ok(server)
+    }
+
+    fn wait_ready(&mut self) -> io::Result<()> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Err(io::Error::other(format!("redis-server exited: {status}")));
+            }
+            // Any reply (PONG, or NOAUTH when a password is set) means it is up.
+            if let Ok(mut conn) = Conn::connect(self.addr()) {
+                if conn.request(&[b"PING"]).is_ok() {
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "redis-server did not answer",
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The loopback address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// A new connection to it.
+    pub fn conn(&self) -> io::Result<Conn> {
+        Conn::connect(self.addr())
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A port that was free a moment ago on 127.0.0.1.
+pub fn free_port() -> io::Result<u16> {
+    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+        .local_addr()?
+        .port())
+}
+
+/// An owned copy of a reply, for assertions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    /// `+...`
+    Simple(Vec<u8>),
+    /// `-...` / `!...`
+    Error(Vec<u8>),
+    /// `:...`
+    Integer(i64),
+    /// `$...`
+    Bulk(Vec<u8>),
+    /// Null of any kind.
+    Nil,
+    /// Any aggregate, flattened to its elements (a map alternates key, value).
+    Aggregate(redlock_resp::AggregateKind, Vec<Value>),
+    /// `#t` / `#f`
+    Boolean(bool),
+    /// `,...` as text
+    Double(Vec<u8>),
+    /// `(...` as text
+    BigNumber(Vec<u8>),
+    /// `=...`: the text without its format
+    Verbatim(Vec<u8>),
+}
+
+impl From<Reply<'_>> for Value {
+    fn from(r: Reply<'_>) -> Value {
+        match r {
+            Reply::Simple(b) => Value::Simple(b.to_vec()),
+            Reply::Error(e) => Value::Error(e.message().to_vec()),
+            Reply::Integer(i) => Value::Integer(i),
+            Reply::Bulk(b) => Value::Bulk(b.to_vec()),
+            Reply::Nil => Value::Nil,
+            Reply::Aggregate(a) => Value::Aggregate(a.kind(), a.iter().map(Value::from).collect()),
+            Reply::Boolean(b) => Value::Boolean(b),
+            Reply::Double(d) => Value::Double(d.to_vec()),
+            Reply::BigNumber(n) => Value::BigNumber(n.to_vec()),
+            Reply::Verbatim { text, .. } => Value::Verbatim(text.to_vec()),
+        }
+    }
+}
+
+/// A blocking test connection: encodes with `redlock-resp`, reads until one
+/// whole reply parses, and keeps the raw bytes of the last reply.
+#[derive(Debug)]
+pub struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    last_raw: Vec<u8>,
+}
+
+impl Conn {
+    /// Connects with a 5 s read timeout.
+    pub fn connect(addr: SocketAddr) -> io::Result<Conn> {
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        stream.set_nodelay(true)?;
+        Ok(Conn {
+            stream,
+            buf: Vec::new(),
+            last_raw: Vec::new(),
+        })
+    }
+
+    /// Sends a command given as byte arguments and reads its reply.
+    pub fn request(&mut self, args: &[&[u8]]) -> io::Result<Value> {
+        let args: Vec<Arg<'_>> = args.iter().map(|a| Arg::Bytes(a)).collect();
+        self.request_args(&args)
+    }
+
+    /// Sends a command given as [`Arg`]s and reads its reply.
+    pub fn request_args(&mut self, args: &[Arg<'_>]) -> io::Result<Value> {
+        let mut out = vec![0u8; 64];
+        let n = match redlock_resp::command_args(&mut out, args) {
+            Ok(n) => n,
+            Err(redlock_resp::EncodeError::BufferTooSmall { needed }) => {
+                out.resize(needed, 0);
+                redlock_resp::command_args(&mut out, args).map_err(io::Error::other)?
+            }
+            Err(e) => return Err(io::Error::other(e)),
+        };
+        self.send_raw(&out[..n])?;
+        self.read_reply()
+    }
+
+    /// Writes raw bytes.
+    pub fn send_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+
+    /// Reads until one reply parses; returns it owned.
+    pub fn read_reply(&mut self) -> io::Result<Value> {
+        loop {
+            match redlock_resp::parse_reply(&self.buf) {
+                Ok(Status::Complete((reply, used))) => {
+                    let value = Value::from(reply);
+                    self.last_raw = self.buf.drain(..used).collect();
+                    return Ok(value);
+                }
+                Ok(Status::Incomplete) => {}
+                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+            }
+            let mut chunk = [0u8; 4096];
+            let n = self.stream.read(&mut chunk)?;
+            if n == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// The exact bytes of the last reply read.
+    pub fn last_raw(&self) -> &[u8] {
+        &self.last_raw
+    }
+}

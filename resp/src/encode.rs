@@ -176,6 +176,19 @@ impl<'b> Command<'b> {
         self
     }
 
+    /// Adds one argument made of several pieces sent back to back (a key
+    /// with a suffix, without building it in memory first).
+    pub fn arg_parts(&mut self, parts: &[&[u8]]) -> &mut Self {
+        let len = parts.iter().fold(0usize, |n, p| n.saturating_add(p.len()));
+        self.header(b'$', len);
+        for p in parts {
+            self.put(p);
+        }
+        self.put(b"\r\n");
+        self.written += 1;
+        self
+    }
+
     /// Adds one unsigned integer argument, sent as decimal text.
     pub fn arg_uint(&mut self, n: u64) -> &mut Self {
         self.arg(Decimal::new(n).digits())

@@ -25,3 +25,30 @@ pub const EXTEND: Script = Script {
     source: "if redis.call(\"get\",KEYS[1]) == ARGV[1] then return redis.call(\"pexpire\",KEYS[1],ARGV[2]) else return 0 end",
     sha1: "36e94d1c6e02fcefaa7ee5d79eee614dbac55f10",
 };
+
+/// F1, first step: `SET key token NX PX ttl` and, if it was set, return the
+/// resource's fence counter (0 when there is none); -1 when not set.
+/// `KEYS[1]` = resource, `KEYS[2]` = counter key, `ARGV[1]` = token,
+/// `ARGV[2]` = ttl in milliseconds.
+pub const FENCED_ACQUIRE: Script = Script {
+    source: "if redis.call(\"set\",KEYS[1],ARGV[1],\"NX\",\"PX\",ARGV[2]) then return tonumber(redis.call(\"get\",KEYS[2]) or \"0\") else return -1 end",
+    sha1: "500d6e351269425beccc6347a64213b595e06e34",
+};
+
+/// F1, second step: raise the fence counter to `ARGV[2]` **only if the lock
+/// key still holds our token** (an unconditional write would let an expired
+/// holder hand out a duplicate). Returns 1 if the key is ours (the counter is
+/// then at least `ARGV[2]`), else 0. `KEYS[1]` = resource, `KEYS[2]` =
+/// counter key, `ARGV[1]` = token, `ARGV[2]` = the new fence token.
+pub const FENCE_WRITE: Script = Script {
+    source: "if redis.call(\"get\",KEYS[1]) == ARGV[1] then if tonumber(redis.call(\"get\",KEYS[2]) or \"0\") < tonumber(ARGV[2]) then redis.call(\"set\",KEYS[2],ARGV[2]) end return 1 else return 0 end",
+    sha1: "329131dd742514c223b8d826d264e8fde090a5fd",
+};
+
+/// F3: the lock key's value and remaining time, read atomically: an array of
+/// the value (nil when absent) and `PTTL` (-2 when absent, -1 without expiry).
+/// `KEYS[1]` = resource.
+pub const INSPECT: Script = Script {
+    source: "return {redis.call(\"get\",KEYS[1]), redis.call(\"pttl\",KEYS[1])}",
+    sha1: "50501c20c10031c8b157e09cce48874a16b54501",
+};

@@ -1,0 +1,333 @@
+//! Acquire (R1, A1-A6) and fenced acquire (F1).
+
+use rand_core::TryCryptoRng;
+use redlock_resp::{EncodeError, Reply};
+
+use crate::config::Config;
+use crate::lock::{ArgumentError, FailureKind, Lock, normalize_ttl};
+use crate::operation::Operation;
+use crate::report::{Report, ServerId, ServerOutcome, Servers};
+use crate::round::{
+    Disposition, Engine, Request, Subject, Transmit, Unsolicited, outcome_of_other,
+};
+use crate::time::{Duration, Instant};
+use crate::token::Token;
+
+/// Why an acquisition failed, with what each server answered in the last attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct AcquireError {
+    /// Conflict, unavailable or expired.
+    pub kind: FailureKind,
+    /// Attempts made (1 + retries).
+    pub attempts: u32,
+    /// The per-server outcomes of the last attempt.
+    pub report: Report,
+}
+
+impl core::fmt::Display for AcquireError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "lock not acquired after {} attempt(s): {}",
+            self.attempts, self.kind
+        )
+    }
+}
+
+impl core::error::Error for AcquireError {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the votes of an attempt.
+    Voting,
+    /// F1: waiting for a majority to confirm the fence token.
+    Fencing(u64),
+    /// A5 done (release sent), A6: waiting before the next attempt.
+    Backoff(Instant),
+    /// The outcome is out; releases may still be going out.
+    Done,
+}
+
+/// The acquisition of one lock: a sans-IO state machine over all servers.
+///
+/// Each attempt sends `SET resource token NX PX ttl` (or the fenced acquire
+/// script) to every server at once and decides as soon as the outcome is
+/// certain: a majority of votes with validity left (A3, A4), or too many
+/// failures for a majority to remain. A failed attempt releases on every
+/// server (A5), then waits the attempt's duration plus random jitter before
+/// the next one (A6), until the retries or the deadline run out.
+///
+/// Drive it through [`Operation`]. The outcome is a [`Lock`] or an
+/// [`AcquireError`]; after it, keep calling `poll_transmit` until it returns
+/// `None`, so that the releases of a failed attempt go out.
+#[derive(Debug, Clone)]
+pub struct Acquire<'r> {
+    config: Config,
+    servers: Servers,
+    resource: &'r [u8],
+    token: Token,
+    ttl: Duration,
+    engine: Engine,
+    phase: Phase,
+    attempts: u32,
+    attempt_start: Instant,
+    deadline: Option<Instant>,
+    jitter: u64,
+    outcome: Option<Result<Lock, AcquireError>>,
+    outcome_taken: bool,
+}
+
+impl<'r> Acquire<'r> {
+    /// Starts acquiring `resource` for `ttl` (whole milliseconds are used),
+    /// with a token and jitter drawn from `rng`. `deadline`, if any, is the
+    /// latest instant at which a retry may start.
+    pub fn new<R: TryCryptoRng + ?Sized>(
+        config: &Config,
+        servers: &Servers,
+        resource: &'r [u8],
+        ttl: Duration,
+        deadline: Option<Instant>,
+        rng: &mut R,
+        now: Instant,
+    ) -> Result<Acquire<'r>, ArgumentError> {
+        let ttl = normalize_ttl(ttl)?;
+        let token = Token::generate(rng).map_err(|_| ArgumentError::Rng)?;
+        let jitter = rng.try_next_u64().map_err(|_| ArgumentError::Rng)?;
+        let mut op = Acquire {
+            config: *config,
+            servers: *servers,
+            resource,
+            token,
+            ttl,
+            engine: Engine::new(servers.len(), config.request_timeout_for(ttl)),
+            phase: Phase::Voting,
+            attempts: 0,
+            attempt_start: now,
+            deadline,
+            jitter,
+            outcome: None,
+            outcome_taken: false,
+        };
+        op.start_attempt(now);
+        Ok(op)
+    }
+
+    /// The token this acquisition uses (the same for every attempt).
+    pub fn token(&self) -> &Token {
+        &self.token
+    }
+
+    /// The resource being acquired.
+    pub fn resource(&self) -> &'r [u8] {
+        self.resource
+    }
+
+    fn start_attempt(&mut self, now: Instant) {
+        // A1: the clock is read before the first request of the attempt.
+        self.attempts += 1;
+        self.attempt_start = now;
+        self.phase = Phase::Voting;
+        let request = if self.config.fencing {
+            Request::FencedSet
+        } else {
+            Request::Set
+        };
+        self.engine.start_round(now, request);
+    }
+
+    /// splitmix64 over a seed drawn from the caller's RNG.
+    fn next_jitter(&mut self) -> Duration {
+        self.jitter = self.jitter.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.jitter;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let span = self.config.retry.jitter.as_micros();
+        Duration::from_micros(if span == u64::MAX { z } else { z % (span + 1) })
+    }
+
+    /// Looks at the counts and moves on if the outcome is certain.
+    fn decide(&mut self, now: Instant) {
+        let n = self.engine.len();
+        let quorum = self.config.quorum(n);
+        match self.phase {
+            Phase::Voting | Phase::Fencing(_) => {}
+            Phase::Backoff(_) | Phase::Done => return,
+        }
+        let ok = self.engine.count(ServerOutcome::Ok);
+        if ok >= quorum {
+            // A3 + A4: a majority, and validity left after the elapsed time
+            // and the drift allowance.
+            let Some(validity) = self.config.validity(self.ttl, self.attempt_start, now) else {
+                return self.fail(now, FailureKind::Expired);
+            };
+            if let Phase::Voting = self.phase {
+                if self.config.fencing {
+                    // F1: t = max(counters of the quorum) + 1, written to all
+                    // servers, conditional on the key still holding our token.
+                    let t = u64::try_from(self.engine.max_ok_value())
+                        .unwrap_or(0)
+                        .saturating_add(1);
+                    self.phase = Phase::Fencing(t);
+                    self.engine.start_round(now, Request::FenceWrite(t));
+                    return;
+                }
+            }
+            let fence = match self.phase {
+                Phase::Fencing(t) => Some(t),
+                _ => None,
+            };
+            let report = self.engine.report();
+            self.phase = Phase::Done;
+            self.outcome = Some(Ok(Lock::new(
+                self.token,
+                self.ttl,
+                self.attempt_start,
+                now,
+                validity,
+                fence,
+                report,
+            )));
+            return;
+        }
+        if self.engine.failed() > n.saturating_sub(quorum) {
+            // Not enough servers left to reach a majority.
+            let kind = self.classify(quorum);
+            self.fail(now, kind);
+        }
+    }
+
+    fn classify(&self, quorum: usize) -> FailureKind {
+        let e = &self.engine;
+        let held = e.count(ServerOutcome::Held) + e.count(ServerOutcome::NotHeld);
+        let answered = e.count(ServerOutcome::Ok) + held + e.count(ServerOutcome::Restarted);
+        if held > 0 && answered >= quorum {
+            FailureKind::Conflict
+        } else {
+            FailureKind::Unavailable
+        }
+    }
+
+    fn fail(&mut self, now: Instant, kind: FailureKind) {
+        let report = self.engine.report();
+        let elapsed = now.saturating_duration_since(self.attempt_start);
+        // A5: release on all servers, including those that seemed to fail.
+        self.engine.start_round(now, Request::Release);
+        let retry_at = now
+            .saturating_add(elapsed)
+            .saturating_add(self.next_jitter());
+        let may_retry = self.attempts <= self.config.retry.retries
+            && self.deadline.is_none_or(|d| retry_at <= d);
+        if may_retry {
+            self.phase = Phase::Backoff(retry_at);
+        } else {
+            self.phase = Phase::Done;
+            self.outcome = Some(Err(AcquireError {
+                kind,
+                attempts: self.attempts,
+                report,
+            }));
+        }
+    }
+
+    fn classify_reply(
+        &self,
+        server: ServerId,
+        reply: &Reply<'_>,
+        now: Instant,
+    ) -> (ServerOutcome, i64) {
+        let vote = |value| {
+            if self
+                .servers
+                .restarted_recently(server.index(), self.config.restart_guard, now)
+            {
+                (ServerOutcome::Restarted, value)
+            } else {
+                (ServerOutcome::Ok, value)
+            }
+        };
+        match (self.engine.request(), reply) {
+            (Request::Set, r) if r.is_ok() => vote(0),
+            (Request::Set, Reply::Nil) => (ServerOutcome::Held, 0),
+            (Request::FencedSet, Reply::Integer(-1)) => (ServerOutcome::Held, 0),
+            (Request::FencedSet, Reply::Integer(c)) if *c >= 0 => vote(*c),
+            (Request::FenceWrite(_), Reply::Integer(1)) => (ServerOutcome::Ok, 0),
+            (Request::FenceWrite(_) | Request::Release, Reply::Integer(0)) => {
+                (ServerOutcome::NotHeld, 0)
+            }
+            (Request::Release, Reply::Integer(1)) => (ServerOutcome::Ok, 0),
+            (_, r) => (outcome_of_other(r), 0),
+        }
+    }
+}
+
+impl Operation for Acquire<'_> {
+    type Output = Result<Lock, AcquireError>;
+
+    fn poll_transmit(
+        &mut self,
+        _now: Instant,
+        buf: &mut [u8],
+    ) -> Result<Option<Transmit>, EncodeError> {
+        let subject = Subject {
+            resource: self.resource,
+            token: self.token.as_bytes(),
+            ttl_ms: self.ttl.as_millis(),
+            #[cfg(feature = "mutants")]
+            bare_del_release: self.config.mutants.bare_del_release,
+        };
+        self.engine.poll_transmit(&subject, buf)
+    }
+
+    fn handle_reply(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        reply: Reply<'_>,
+    ) -> Result<(), Unsolicited> {
+        if let Disposition::Current(reply) = self.engine.handle_reply(now, server, reply)? {
+            let (outcome, value) = self.classify_reply(server, &reply, now);
+            self.engine.settle(server, outcome, value);
+            self.decide(now);
+        }
+        Ok(())
+    }
+
+    fn handle_connection_error(&mut self, now: Instant, server: ServerId) {
+        self.engine.handle_connection_error(server);
+        self.decide(now);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.engine.handle_timeout(now);
+        self.decide(now);
+        if let Phase::Backoff(at) = self.phase {
+            // The next attempt starts once the releases have gone out.
+            if now >= at && !self.engine.has_unsent() {
+                self.start_attempt(now);
+            }
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Voting | Phase::Fencing(_) => self.engine.poll_timeout(),
+            Phase::Backoff(at) => Some(at),
+            Phase::Done => None,
+        }
+    }
+
+    fn poll_outcome(&mut self) -> Option<Self::Output> {
+        if self.outcome_taken {
+            return None;
+        }
+        let out = self.outcome?;
+        self.outcome_taken = true;
+        Some(out)
+    }
+
+    fn is_finished(&self) -> bool {
+        self.phase == Phase::Done && !self.engine.has_unsent()
+    }
+}

@@ -1,0 +1,168 @@
+//! Tunables of the algorithm, with the defaults of the common implementations.
+
+use crate::time::{Duration, Instant};
+
+/// A4: the clock-drift allowance subtracted from every validity:
+/// `ttl * ratio_num / ratio_den + constant`. The default, `ttl/100 + 2 ms`,
+/// is the common choice (the 2 ms cover Redis' 1 ms expiry precision).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Drift {
+    /// Numerator of the part proportional to the ttl.
+    pub ratio_num: u32,
+    /// Denominator of the part proportional to the ttl (0 counts as an
+    /// infinite drift: every lock is invalid).
+    pub ratio_den: u32,
+    /// The constant part.
+    pub constant: Duration,
+}
+
+impl Drift {
+    /// `ttl/100 + 2 ms`.
+    pub const DEFAULT: Drift = Drift {
+        ratio_num: 1,
+        ratio_den: 100,
+        constant: Duration::from_millis(2),
+    };
+
+    /// The allowance for `ttl`.
+    pub fn for_ttl(&self, ttl: Duration) -> Duration {
+        ttl.mul_ratio_ceil(self.ratio_num, self.ratio_den)
+            .saturating_add(self.constant)
+    }
+}
+
+/// A6: what to do after a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Retry {
+    /// Attempts after the first one (default 3).
+    pub retries: u32,
+    /// The wait before a retry is the time the failed attempt took plus a
+    /// random part drawn uniformly from `0..=jitter` (default 200 ms), so
+    /// the wait is always longer than an attempt and competing clients fall
+    /// out of step.
+    pub jitter: Duration,
+}
+
+impl Retry {
+    /// 3 retries, 0-200 ms of jitter.
+    pub const DEFAULT: Retry = Retry {
+        retries: 3,
+        jitter: Duration::from_millis(200),
+    };
+    /// A single attempt.
+    pub const NONE: Retry = Retry {
+        retries: 0,
+        jitter: Duration::ZERO,
+    };
+}
+
+/// Everything the operations need to know besides the servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Config {
+    /// A4: the drift allowance.
+    pub drift: Drift,
+    /// A6: the retry policy of [`Acquire`](crate::Acquire).
+    pub retry: Retry,
+    /// A2: how long one server may take to answer one request. `None`
+    /// derives it from the ttl: 1%, clamped to 5-50 ms.
+    pub request_timeout: Option<Duration>,
+    /// A8: how many times one lock may be extended (`None`: no limit).
+    pub max_extensions: Option<u32>,
+    /// F1: acquire with a fencing token.
+    pub fencing: bool,
+    /// Restart guard: when set to the largest ttl in use, a vote from a
+    /// server whose current incarnation (see
+    /// [`Servers::set_incarnation`](crate::Servers::set_incarnation)) began
+    /// less than this long ago is not counted: the delayed-restart rule of
+    /// the specification, enforced by the client.
+    pub restart_guard: Option<Duration>,
+    /// Test-only broken variants of the algorithm.
+    #[cfg(feature = "mutants")]
+    pub mutants: Mutants,
+}
+
+impl Config {
+    /// The defaults: drift `ttl/100 + 2 ms`, 3 retries with 0-200 ms jitter,
+    /// derived request timeouts, no extension limit, no fencing, no restart guard.
+    pub const DEFAULT: Config = Config {
+        drift: Drift::DEFAULT,
+        retry: Retry::DEFAULT,
+        request_timeout: None,
+        max_extensions: None,
+        fencing: false,
+        restart_guard: None,
+        #[cfg(feature = "mutants")]
+        mutants: Mutants::NONE,
+    };
+
+    /// A2: the per-request timeout for operations with this ttl.
+    pub fn request_timeout_for(&self, ttl: Duration) -> Duration {
+        match self.request_timeout {
+            Some(t) => t,
+            None => ttl
+                .mul_ratio_ceil(1, 100)
+                .max(Duration::from_millis(5))
+                .min(Duration::from_millis(50)),
+        }
+    }
+
+    /// A4: the validity left of a lock with `ttl` whose round started at
+    /// `start` and reached its quorum at `now`: `ttl - elapsed - drift`, or
+    /// `None` when that is not positive.
+    pub fn validity(&self, ttl: Duration, start: Instant, now: Instant) -> Option<Duration> {
+        let drift = self.drift_for(ttl);
+        let elapsed = now.saturating_duration_since(start);
+        let v = ttl.checked_sub(elapsed)?.checked_sub(drift)?;
+        if v.is_zero() { None } else { Some(v) }
+    }
+
+    fn drift_for(&self, ttl: Duration) -> Duration {
+        #[cfg(feature = "mutants")]
+        if self.mutants.no_drift {
+            return Duration::ZERO;
+        }
+        self.drift.for_ttl(ttl)
+    }
+
+    /// A3: the number of votes that make a majority of `n` servers.
+    pub fn quorum(&self, n: usize) -> usize {
+        #[cfg(feature = "mutants")]
+        if self.mutants.half_quorum {
+            return (n / 2).max(1);
+        }
+        n / 2 + 1
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::DEFAULT
+    }
+}
+
+/// Deliberately broken variants, for showing that the simulation's checkers
+/// catch them. Only with the `mutants` feature; all off by default.
+#[cfg(feature = "mutants")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Mutants {
+    /// Quorum of `N/2` instead of `N/2 + 1`.
+    pub half_quorum: bool,
+    /// No drift term in the validity.
+    pub no_drift: bool,
+    /// Release with a bare `DEL` instead of the token-checking script.
+    pub bare_del_release: bool,
+}
+
+#[cfg(feature = "mutants")]
+impl Mutants {
+    /// No mutation.
+    pub const NONE: Mutants = Mutants {
+        half_quorum: false,
+        no_drift: false,
+        bare_del_release: false,
+    };
+}

@@ -1,0 +1,191 @@
+//! Extend (R4, A8).
+
+use redlock_resp::{EncodeError, Reply};
+
+use crate::config::Config;
+use crate::lock::{ArgumentError, FailureKind, Lock, normalize_ttl};
+use crate::operation::Operation;
+use crate::report::{Report, ServerId, ServerOutcome, Servers};
+use crate::round::{
+    Disposition, Engine, Request, Subject, Transmit, Unsolicited, outcome_of_other,
+};
+use crate::time::{Duration, Instant};
+
+/// Why an extension did not count. The lock keeps its old validity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ExtendError {
+    /// Lost (a majority no longer holds our token), unavailable, or expired
+    /// (the majority came after the current validity ended).
+    pub kind: FailureKind,
+    /// What each server answered.
+    pub report: Report,
+}
+
+impl core::fmt::Display for ExtendError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "lock not extended: {}", self.kind)
+    }
+}
+
+impl core::error::Error for ExtendError {}
+
+/// The extension of a held lock: the token-checking extend script on every
+/// server. It never re-creates a missing key; it counts only with a majority
+/// within the lock's current validity, and the new validity is computed from
+/// the start of the extend round (A8).
+#[derive(Debug, Clone)]
+pub struct Extend<'r> {
+    config: Config,
+    resource: &'r [u8],
+    lock: Lock,
+    ttl: Duration,
+    start: Instant,
+    engine: Engine,
+    outcome: Option<Result<Lock, ExtendError>>,
+    outcome_taken: bool,
+}
+
+impl<'r> Extend<'r> {
+    /// Starts extending `lock` on `resource` to a fresh `ttl`.
+    pub fn new(
+        config: &Config,
+        servers: &Servers,
+        resource: &'r [u8],
+        lock: &Lock,
+        ttl: Duration,
+        now: Instant,
+    ) -> Result<Extend<'r>, ArgumentError> {
+        let ttl = normalize_ttl(ttl)?;
+        if config
+            .max_extensions
+            .is_some_and(|max| lock.extensions() >= max)
+        {
+            return Err(ArgumentError::ExtensionLimit);
+        }
+        if !lock.is_valid(now) {
+            return Err(ArgumentError::Expired);
+        }
+        let mut engine = Engine::new(servers.len(), config.request_timeout_for(ttl));
+        engine.start_round(now, Request::Extend(ttl.as_millis()));
+        Ok(Extend {
+            config: *config,
+            resource,
+            lock: *lock,
+            ttl,
+            start: now,
+            engine,
+            outcome: None,
+            outcome_taken: false,
+        })
+    }
+
+    fn decide(&mut self, now: Instant) {
+        if self.outcome.is_some() {
+            return;
+        }
+        let n = self.engine.len();
+        let quorum = self.config.quorum(n);
+        let fail = |kind, engine: &Engine| {
+            Some(Err(ExtendError {
+                kind,
+                report: engine.report(),
+            }))
+        };
+        if self.engine.count(ServerOutcome::Ok) >= quorum {
+            // A8: only within the current validity, and the new validity
+            // counts from the start of this round.
+            self.outcome = match (
+                self.lock.is_valid(now),
+                self.config.validity(self.ttl, self.start, now),
+            ) {
+                (true, Some(v)) => Some(Ok(self.lock.extended(
+                    self.ttl,
+                    self.start,
+                    now,
+                    v,
+                    self.engine.report(),
+                ))),
+                _ => fail(FailureKind::Expired, &self.engine),
+            };
+        } else if self.engine.failed() > n.saturating_sub(quorum) {
+            let kind = if self.engine.count(ServerOutcome::NotHeld) > n.saturating_sub(quorum) {
+                FailureKind::Lost
+            } else {
+                FailureKind::Unavailable
+            };
+            self.outcome = fail(kind, &self.engine);
+        }
+    }
+}
+
+impl Operation for Extend<'_> {
+    type Output = Result<Lock, ExtendError>;
+
+    fn poll_transmit(
+        &mut self,
+        _now: Instant,
+        buf: &mut [u8],
+    ) -> Result<Option<Transmit>, EncodeError> {
+        if self.outcome.is_some() {
+            return Ok(None);
+        }
+        let subject = Subject {
+            resource: self.resource,
+            token: self.lock.token().as_bytes(),
+            ttl_ms: self.ttl.as_millis(),
+            #[cfg(feature = "mutants")]
+            bare_del_release: false,
+        };
+        self.engine.poll_transmit(&subject, buf)
+    }
+
+    fn handle_reply(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        reply: Reply<'_>,
+    ) -> Result<(), Unsolicited> {
+        if let Disposition::Current(reply) = self.engine.handle_reply(now, server, reply)? {
+            let outcome = match reply {
+                Reply::Integer(1) => ServerOutcome::Ok,
+                Reply::Integer(0) => ServerOutcome::NotHeld,
+                r => outcome_of_other(&r),
+            };
+            self.engine.settle(server, outcome, 0);
+            self.decide(now);
+        }
+        Ok(())
+    }
+
+    fn handle_connection_error(&mut self, now: Instant, server: ServerId) {
+        self.engine.handle_connection_error(server);
+        self.decide(now);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.engine.handle_timeout(now);
+        self.decide(now);
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        if self.outcome.is_some() {
+            None
+        } else {
+            self.engine.poll_timeout()
+        }
+    }
+
+    fn poll_outcome(&mut self) -> Option<Self::Output> {
+        if self.outcome_taken {
+            return None;
+        }
+        let out = self.outcome?;
+        self.outcome_taken = true;
+        Some(out)
+    }
+
+    fn is_finished(&self) -> bool {
+        self.outcome.is_some()
+    }
+}

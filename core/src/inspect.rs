@@ -1,0 +1,189 @@
+//! Inspect (F3): who holds a resource on each server, and for how long.
+
+use heapless::Vec;
+use redlock_resp::{EncodeError, Reply};
+
+use crate::operation::Operation;
+use crate::report::{MAX_SERVERS, ServerId, ServerOutcome, Servers};
+use crate::round::{
+    Disposition, Engine, Request, Subject, Transmit, Unsolicited, outcome_of_other,
+};
+use crate::time::{Duration, Instant};
+
+/// The longest holder value kept by an inspection; longer values are cut.
+pub const HOLDER_CAPACITY: usize = 64;
+
+/// What one server holds for the resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Holding {
+    /// `Ok` when the server answered; otherwise why it did not.
+    pub outcome: ServerOutcome,
+    /// The value of the key (the holder's token), cut to
+    /// [`HOLDER_CAPACITY`] bytes; `None` when the key is absent.
+    pub holder: Option<Vec<u8, HOLDER_CAPACITY>>,
+    /// The full length of the value (more than `holder` holds if cut).
+    pub holder_len: usize,
+    /// `PTTL`: remaining milliseconds, -1 for no expiry, -2 when absent.
+    pub pttl_ms: i64,
+}
+
+impl Holding {
+    const UNKNOWN: Holding = Holding {
+        outcome: ServerOutcome::Pending,
+        holder: None,
+        holder_len: 0,
+        pttl_ms: -2,
+    };
+
+    /// The remaining time to live, when the key exists and expires.
+    pub fn ttl(&self) -> Option<Duration> {
+        u64::try_from(self.pttl_ms).ok().map(Duration::from_millis)
+    }
+}
+
+/// Per-server holdings of a resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Inspection {
+    len: usize,
+    entries: [Holding; MAX_SERVERS],
+}
+
+impl Inspection {
+    /// Holdings in server order.
+    pub fn entries(&self) -> &[Holding] {
+        self.entries.get(..self.len).unwrap_or_default()
+    }
+
+    /// The token held by a majority of servers, if any.
+    pub fn majority_holder(&self) -> Option<&[u8]> {
+        let quorum = self.len / 2 + 1;
+        self.entries()
+            .iter()
+            .filter_map(|e| e.holder.as_deref())
+            .find(|&h| {
+                self.entries()
+                    .iter()
+                    .filter(|e| e.holder.as_deref() == Some(h))
+                    .count()
+                    >= quorum
+            })
+    }
+}
+
+/// Reads the lock key and its `PTTL` on every server, atomically per server.
+#[derive(Debug, Clone)]
+pub struct Inspect<'r> {
+    resource: &'r [u8],
+    engine: Engine,
+    entries: [Holding; MAX_SERVERS],
+    outcome_taken: bool,
+}
+
+impl<'r> Inspect<'r> {
+    /// Starts inspecting `resource`; each server gets `timeout` to answer.
+    pub fn new(
+        servers: &Servers,
+        resource: &'r [u8],
+        timeout: Duration,
+        now: Instant,
+    ) -> Inspect<'r> {
+        let mut engine = Engine::new(servers.len(), timeout);
+        engine.start_round(now, Request::Inspect);
+        Inspect {
+            resource,
+            engine,
+            entries: [Holding::UNKNOWN; MAX_SERVERS],
+            outcome_taken: false,
+        }
+    }
+
+    fn finish_entries(&mut self) -> Inspection {
+        let report = self.engine.report();
+        let mut entries = self.entries.clone();
+        for (entry, outcome) in entries.iter_mut().zip(report.outcomes()) {
+            entry.outcome = *outcome;
+        }
+        Inspection {
+            len: self.engine.len(),
+            entries,
+        }
+    }
+}
+
+impl Operation for Inspect<'_> {
+    type Output = Inspection;
+
+    fn poll_transmit(
+        &mut self,
+        _now: Instant,
+        buf: &mut [u8],
+    ) -> Result<Option<Transmit>, EncodeError> {
+        let subject = Subject {
+            resource: self.resource,
+            token: &[],
+            ttl_ms: 0,
+            #[cfg(feature = "mutants")]
+            bare_del_release: false,
+        };
+        self.engine.poll_transmit(&subject, buf)
+    }
+
+    fn handle_reply(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        reply: Reply<'_>,
+    ) -> Result<(), Unsolicited> {
+        if let Disposition::Current(reply) = self.engine.handle_reply(now, server, reply)? {
+            let mut outcome = outcome_of_other(&reply);
+            if let (Some(agg), Some(entry)) =
+                (reply.as_aggregate(), self.entries.get_mut(server.index()))
+            {
+                let mut items = agg.iter();
+                match (agg.len(), items.next(), items.next()) {
+                    (2, Some(value), Some(Reply::Integer(pttl)))
+                        if matches!(value, Reply::Bulk(_) | Reply::Nil) =>
+                    {
+                        let bytes = value.as_bytes();
+                        entry.holder_len = bytes.map_or(0, <[u8]>::len);
+                        entry.holder = bytes.map(|b| {
+                            let cut = b.get(..HOLDER_CAPACITY).unwrap_or(b);
+                            Vec::from_slice(cut).unwrap_or_default()
+                        });
+                        entry.pttl_ms = pttl;
+                        outcome = ServerOutcome::Ok;
+                    }
+                    _ => outcome = ServerOutcome::UnexpectedReply,
+                }
+            }
+            self.engine.settle(server, outcome, 0);
+        }
+        Ok(())
+    }
+
+    fn handle_connection_error(&mut self, _now: Instant, server: ServerId) {
+        self.engine.handle_connection_error(server);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.engine.handle_timeout(now);
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.engine.poll_timeout()
+    }
+
+    fn poll_outcome(&mut self) -> Option<Inspection> {
+        if self.outcome_taken || self.engine.pending() > 0 {
+            return None;
+        }
+        self.outcome_taken = true;
+        Some(self.finish_entries())
+    }
+
+    fn is_finished(&self) -> bool {
+        self.engine.pending() == 0 && !self.engine.has_unsent()
+    }
+}

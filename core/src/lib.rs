@@ -1,0 +1,34 @@
+#![doc = include_str!("../README.md")]
+#![no_std]
+#![forbid(unsafe_code)]
+
+mod acquire;
+mod config;
+mod extend;
+mod inspect;
+mod lock;
+mod operation;
+mod release;
+mod report;
+mod round;
+mod time;
+mod token;
+
+pub use acquire::{Acquire, AcquireError};
+#[cfg(feature = "mutants")]
+pub use config::Mutants;
+pub use config::{Config, Drift, Retry};
+pub use extend::{Extend, ExtendError};
+pub use inspect::{HOLDER_CAPACITY, Holding, Inspect, Inspection};
+pub use lock::{ArgumentError, FailureKind, Lock};
+pub use operation::Operation;
+pub use redlock_resp;
+pub use release::{Release, Released};
+pub use report::{MAX_SERVERS, Report, ServerCountError, ServerId, ServerOutcome, Servers};
+pub use round::{Transmit, Unsolicited};
+pub use time::{Duration, Instant};
+pub use token::{TOKEN_LEN, Token};
+
+/// The suffix of the fence counter key: the counter of `resource` lives in
+/// the key `resource` + `FENCE_SUFFIX` on every server (F1).
+pub const FENCE_SUFFIX: &[u8] = round::FENCE_SUFFIX;

@@ -1,0 +1,192 @@
+//! A held lock, and the errors shared by the operations.
+
+use crate::report::Report;
+use crate::time::{Duration, Instant};
+use crate::token::Token;
+
+/// A lock acquired on a majority of the servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Lock {
+    token: Token,
+    ttl: Duration,
+    started: Instant,
+    valid_until: Instant,
+    validity: Duration,
+    fence: Option<u64>,
+    extensions: u32,
+    report: Report,
+}
+
+impl Lock {
+    pub(crate) fn new(
+        token: Token,
+        ttl: Duration,
+        started: Instant,
+        now: Instant,
+        validity: Duration,
+        fence: Option<u64>,
+        report: Report,
+    ) -> Lock {
+        // The validity is counted from the start of the round (A4), so the
+        // lock is good until start + ttl - drift.
+        let valid_until = now.saturating_add(validity);
+        Lock {
+            token,
+            ttl,
+            started,
+            valid_until,
+            validity,
+            fence,
+            extensions: 0,
+            report,
+        }
+    }
+
+    /// A lock known only by its token (to release or inspect a lock taken
+    /// elsewhere, e.g. by another process).
+    pub fn from_token(token: Token, ttl: Duration, now: Instant) -> Lock {
+        Lock {
+            token,
+            ttl,
+            started: now,
+            valid_until: now,
+            validity: Duration::ZERO,
+            fence: None,
+            extensions: 0,
+            report: Report::new(0),
+        }
+    }
+
+    /// The token the servers hold for this lock.
+    pub fn token(&self) -> &Token {
+        &self.token
+    }
+
+    /// The ttl the keys were last set with.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// When the round that gave the current validity started.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// The instant (on the platform's monotonic clock) after which the lock
+    /// must be considered lost: the last round's start + ttl - drift.
+    pub fn valid_until(&self) -> Instant {
+        self.valid_until
+    }
+
+    /// The validity granted when the lock was acquired or last extended.
+    pub fn validity(&self) -> Duration {
+        self.validity
+    }
+
+    /// The validity left at `now` (zero once expired).
+    pub fn remaining(&self, now: Instant) -> Duration {
+        self.valid_until.saturating_duration_since(now)
+    }
+
+    /// True while `now` is before [`Lock::valid_until`].
+    pub fn is_valid(&self, now: Instant) -> bool {
+        now < self.valid_until
+    }
+
+    /// F1: the fencing token, when acquired with fencing.
+    pub fn fence(&self) -> Option<u64> {
+        self.fence
+    }
+
+    /// How many times the lock was extended.
+    pub fn extensions(&self) -> u32 {
+        self.extensions
+    }
+
+    /// What each server answered in the round that gave the current validity.
+    pub fn report(&self) -> &Report {
+        &self.report
+    }
+
+    pub(crate) fn extended(
+        &self,
+        ttl: Duration,
+        started: Instant,
+        now: Instant,
+        validity: Duration,
+        report: Report,
+    ) -> Lock {
+        Lock {
+            ttl,
+            started,
+            valid_until: now.saturating_add(validity),
+            validity,
+            extensions: self.extensions.saturating_add(1),
+            report,
+            ..*self
+        }
+    }
+}
+
+/// Why an operation failed to get a majority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// Enough servers answered, but another holder has the votes.
+    Conflict,
+    /// Too few servers answered usefully (down, timed out, errors).
+    Unavailable,
+    /// A majority answered, but too late: no validity was left (A3/A4).
+    Expired,
+    /// Extend: a majority answered that the key is no longer ours.
+    Lost,
+}
+
+impl core::fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            FailureKind::Conflict => "held by another client",
+            FailureKind::Unavailable => "too few servers answered",
+            FailureKind::Expired => "a majority answered too late: no validity left",
+            FailureKind::Lost => "the lock is no longer ours on a majority",
+        })
+    }
+}
+
+/// A bad argument to an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum ArgumentError {
+    /// The ttl is under one millisecond.
+    Ttl,
+    /// The random number generator failed (no token can be made).
+    Rng,
+    /// The lock was already extended [`Config::max_extensions`](crate::Config::max_extensions) times.
+    ExtensionLimit,
+    /// The lock's validity is over: it can no longer be extended.
+    Expired,
+}
+
+impl core::fmt::Display for ArgumentError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            ArgumentError::Ttl => "the ttl must be at least 1 ms",
+            ArgumentError::Rng => "the random number generator failed",
+            ArgumentError::ExtensionLimit => "the lock reached its extension limit",
+            ArgumentError::Expired => "the lock has expired",
+        })
+    }
+}
+
+impl core::error::Error for ArgumentError {}
+
+/// Whole milliseconds of `ttl` (what `PX` gets), at least 1 ms.
+pub(crate) fn normalize_ttl(ttl: Duration) -> Result<Duration, ArgumentError> {
+    match ttl.as_millis() {
+        0 => Err(ArgumentError::Ttl),
+        ms => Ok(Duration::from_millis(ms)),
+    }
+}

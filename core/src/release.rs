@@ -1,0 +1,136 @@
+//! Release (R3, A7).
+
+use redlock_resp::{EncodeError, Reply};
+
+use crate::config::Config;
+use crate::operation::Operation;
+use crate::report::{Report, ServerId, ServerOutcome, Servers};
+use crate::round::{
+    Disposition, Engine, Request, Subject, Transmit, Unsolicited, outcome_of_other,
+};
+use crate::time::{Duration, Instant};
+
+/// What a release did on each server.
+///
+/// Releasing is idempotent: a server where the key had already expired (or
+/// was never set) answers [`ServerOutcome::NotHeld`], a normal outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Released {
+    /// Per server: `Ok` (deleted our key), `NotHeld` (no key of ours), or
+    /// the reason it could not be asked.
+    pub report: Report,
+}
+
+impl Released {
+    /// How many servers deleted our key.
+    pub fn deleted(&self) -> usize {
+        self.report.count(ServerOutcome::Ok)
+    }
+
+    /// True when every server answered (deleted, or had no key of ours).
+    pub fn complete(&self) -> bool {
+        self.report
+            .outcomes()
+            .iter()
+            .all(|o| matches!(o, ServerOutcome::Ok | ServerOutcome::NotHeld))
+    }
+}
+
+/// The release of a lock: the token-checking script on every server (A7),
+/// whether or not the client believes it holds the key there. Ends when
+/// every server answered or timed out.
+#[derive(Debug, Clone)]
+pub struct Release<'r> {
+    #[cfg_attr(not(feature = "mutants"), allow(dead_code))]
+    config: Config,
+    resource: &'r [u8],
+    token: &'r [u8],
+    engine: Engine,
+    outcome_taken: bool,
+}
+
+impl<'r> Release<'r> {
+    /// Starts releasing `resource` held with `token`. `timeout` bounds each
+    /// server's answer (see [`Config::request_timeout_for`]).
+    pub fn new(
+        config: &Config,
+        servers: &Servers,
+        resource: &'r [u8],
+        token: &'r [u8],
+        timeout: Duration,
+        now: Instant,
+    ) -> Release<'r> {
+        let mut engine = Engine::new(servers.len(), timeout);
+        engine.start_round(now, Request::Release);
+        Release {
+            config: *config,
+            resource,
+            token,
+            engine,
+            outcome_taken: false,
+        }
+    }
+}
+
+impl Operation for Release<'_> {
+    type Output = Released;
+
+    fn poll_transmit(
+        &mut self,
+        _now: Instant,
+        buf: &mut [u8],
+    ) -> Result<Option<Transmit>, EncodeError> {
+        let subject = Subject {
+            resource: self.resource,
+            token: self.token,
+            ttl_ms: 0,
+            #[cfg(feature = "mutants")]
+            bare_del_release: self.config.mutants.bare_del_release,
+        };
+        self.engine.poll_transmit(&subject, buf)
+    }
+
+    fn handle_reply(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        reply: Reply<'_>,
+    ) -> Result<(), Unsolicited> {
+        if let Disposition::Current(reply) = self.engine.handle_reply(now, server, reply)? {
+            let outcome = match reply {
+                Reply::Integer(1) => ServerOutcome::Ok,
+                Reply::Integer(0) => ServerOutcome::NotHeld,
+                r => outcome_of_other(&r),
+            };
+            self.engine.settle(server, outcome, 0);
+        }
+        Ok(())
+    }
+
+    fn handle_connection_error(&mut self, _now: Instant, server: ServerId) {
+        self.engine.handle_connection_error(server);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.engine.handle_timeout(now);
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.engine.poll_timeout()
+    }
+
+    fn poll_outcome(&mut self) -> Option<Released> {
+        if self.outcome_taken || self.engine.pending() > 0 {
+            return None;
+        }
+        self.outcome_taken = true;
+        Some(Released {
+            report: self.engine.report(),
+        })
+    }
+
+    fn is_finished(&self) -> bool {
+        self.engine.pending() == 0 && !self.engine.has_unsent()
+    }
+}

@@ -1,0 +1,350 @@
+//! One round of requests to all servers, shared by every operation.
+//!
+//! A round sends the same request to every server at once (A2), gives each
+//! server a deadline, and collects one outcome per server. Requests are
+//! matched to replies in order per server, so a reply to an earlier round
+//! (a straggler) is recognised and never counted for the current one. An
+//! `EVALSHA` answered with `NOSCRIPT` is re-sent as `EVAL` transparently.
+
+use heapless::Deque;
+use redlock_resp::script::{self, Script};
+use redlock_resp::{Arg, Command, EncodeError, ErrorKind, Reply};
+
+use crate::report::{MAX_SERVERS, Report, ServerId, ServerOutcome};
+use crate::time::{Duration, Instant};
+
+/// Requests one server may have in flight for one operation.
+const IN_FLIGHT: usize = 4;
+
+/// Suffix of the fence counter key (`resource` + this).
+pub(crate) const FENCE_SUFFIX: &[u8] = b":fence";
+
+/// Bytes for one server, written by `poll_transmit` into the caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Transmit {
+    /// The server to send to.
+    pub server: ServerId,
+    /// How many bytes of the buffer to send.
+    pub len: usize,
+}
+
+/// A reply the operation did not expect at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Unsolicited;
+
+impl core::fmt::Display for Unsolicited {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("a reply arrived for no request: the stream is out of step")
+    }
+}
+
+impl core::error::Error for Unsolicited {}
+
+/// The request of a round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Request {
+    /// R1: `SET resource token NX PX ttl`.
+    Set,
+    /// F1: the fenced acquire script.
+    FencedSet,
+    /// F1: raise the counter to this fence token if the key is still ours.
+    FenceWrite(u64),
+    /// R3 / A7: the release script.
+    Release,
+    /// R4 / A8: the extend script, with the new ttl in milliseconds.
+    Extend(u64),
+    /// F3: the inspect script.
+    Inspect,
+}
+
+impl Request {
+    fn script(self) -> Option<&'static Script> {
+        match self {
+            Request::Set => None,
+            Request::FencedSet => Some(&script::FENCED_ACQUIRE),
+            Request::FenceWrite(_) => Some(&script::FENCE_WRITE),
+            Request::Release => Some(&script::RELEASE),
+            Request::Extend(_) => Some(&script::EXTEND),
+            Request::Inspect => Some(&script::INSPECT),
+        }
+    }
+}
+
+/// What a request is about: the names the encoder needs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Subject<'a> {
+    pub(crate) resource: &'a [u8],
+    pub(crate) token: &'a [u8],
+    pub(crate) ttl_ms: u64,
+    #[cfg(feature = "mutants")]
+    pub(crate) bare_del_release: bool,
+}
+
+fn encode(
+    request: Request,
+    eval: bool,
+    s: &Subject<'_>,
+    buf: &mut [u8],
+) -> Result<usize, EncodeError> {
+    #[cfg(feature = "mutants")]
+    if s.bare_del_release && request == Request::Release {
+        return redlock_resp::command(buf, &[b"DEL", s.resource]);
+    }
+    let Some(script) = request.script() else {
+        return redlock_resp::encode::set_nx_px(buf, s.resource, s.token, s.ttl_ms);
+    };
+    let (fenced, args): (bool, [Option<Arg<'_>>; 2]) = match request {
+        Request::FencedSet => (true, [Some(Arg::Bytes(s.token)), Some(Arg::Uint(s.ttl_ms))]),
+        Request::FenceWrite(t) => (true, [Some(Arg::Bytes(s.token)), Some(Arg::Uint(t))]),
+        Request::Extend(ms) => (false, [Some(Arg::Bytes(s.token)), Some(Arg::Uint(ms))]),
+        Request::Release => (false, [Some(Arg::Bytes(s.token)), None]),
+        Request::Inspect | Request::Set => (false, [None, None]),
+    };
+    let keys = if fenced { 2 } else { 1 };
+    let argc = 3 + keys + args.iter().flatten().count();
+    let mut cmd = Command::new(buf, argc);
+    if eval {
+        cmd.arg(b"EVAL").arg(script.source.as_bytes());
+    } else {
+        cmd.arg(b"EVALSHA").arg(script.sha1.as_bytes());
+    }
+    cmd.arg_uint(keys as u64).arg(s.resource);
+    if fenced {
+        cmd.arg_parts(&[s.resource, FENCE_SUFFIX]);
+    }
+    for a in args.into_iter().flatten() {
+        cmd.push(a);
+    }
+    cmd.finish()
+}
+
+#[derive(Debug, Clone)]
+struct Slot {
+    /// Round ids of the requests sent and not answered yet, oldest first.
+    in_flight: Deque<u32, IN_FLIGHT>,
+    /// The current round's request is still to be sent.
+    send: bool,
+    /// Send `EVAL` instead of `EVALSHA` (the server said `NOSCRIPT`).
+    eval: bool,
+    deadline: Instant,
+    outcome: ServerOutcome,
+    /// The integer the server answered (the fence counter).
+    value: i64,
+}
+
+impl Slot {
+    const NEW: Slot = Slot {
+        in_flight: Deque::new(),
+        send: false,
+        eval: false,
+        deadline: Instant::ZERO,
+        outcome: ServerOutcome::Pending,
+        value: 0,
+    };
+}
+
+/// What to make of a reply.
+pub(crate) enum Disposition<'a> {
+    /// A reply to the current round, for the operation to classify.
+    Current(Reply<'a>),
+    /// A straggler, a push, or a `NOSCRIPT` being retried: nothing to do.
+    Ignored,
+}
+
+/// The per-server state of an operation and its current round.
+#[derive(Debug, Clone)]
+pub(crate) struct Engine {
+    n: usize,
+    slots: [Slot; MAX_SERVERS],
+    round: u32,
+    request: Request,
+    timeout: Duration,
+}
+
+impl Engine {
+    pub(crate) fn new(n: usize, timeout: Duration) -> Engine {
+        Engine {
+            n: n.min(MAX_SERVERS),
+            slots: [Slot::NEW; MAX_SERVERS],
+            round: 0,
+            request: Request::Set,
+            timeout,
+        }
+    }
+
+    fn slots(&self) -> &[Slot] {
+        self.slots.get(..self.n).unwrap_or_default()
+    }
+
+    fn slots_mut(&mut self) -> &mut [Slot] {
+        self.slots.get_mut(..self.n).unwrap_or_default()
+    }
+
+    /// A2: a new round: every server gets `request` and a deadline.
+    pub(crate) fn start_round(&mut self, now: Instant, request: Request) {
+        self.round = self.round.wrapping_add(1);
+        self.request = request;
+        let deadline = now.saturating_add(self.timeout);
+        for slot in self.slots_mut() {
+            slot.send = true;
+            slot.outcome = ServerOutcome::Pending;
+            slot.deadline = deadline;
+            slot.value = 0;
+        }
+    }
+
+    pub(crate) fn request(&self) -> Request {
+        self.request
+    }
+
+    /// True while some request of the current round is not sent yet.
+    pub(crate) fn has_unsent(&self) -> bool {
+        self.slots().iter().any(|s| s.send)
+    }
+
+    pub(crate) fn poll_transmit(
+        &mut self,
+        subject: &Subject<'_>,
+        buf: &mut [u8],
+    ) -> Result<Option<Transmit>, EncodeError> {
+        let (round, request) = (self.round, self.request);
+        for (i, slot) in self.slots_mut().iter_mut().enumerate() {
+            if !slot.send {
+                continue;
+            }
+            if slot.in_flight.is_full() {
+                // The server has not answered several requests: give up on it
+                // for this round rather than pile more on.
+                slot.send = false;
+                if slot.outcome == ServerOutcome::Pending {
+                    slot.outcome = ServerOutcome::TimedOut;
+                }
+                continue;
+            }
+            let len = encode(request, slot.eval, subject, buf)?;
+            slot.send = false;
+            // Cannot fail: checked for room above.
+            let _ = slot.in_flight.push_back(round);
+            return Ok(Some(Transmit {
+                server: ServerId(i as u8),
+                len,
+            }));
+        }
+        Ok(None)
+    }
+
+    pub(crate) fn handle_reply<'a>(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        reply: Reply<'a>,
+    ) -> Result<Disposition<'a>, Unsolicited> {
+        if reply.is_push() {
+            return Ok(Disposition::Ignored);
+        }
+        let (round, request, timeout) = (self.round, self.request, self.timeout);
+        let slot = self
+            .slots_mut()
+            .get_mut(server.index())
+            .ok_or(Unsolicited)?;
+        let id = slot.in_flight.pop_front().ok_or(Unsolicited)?;
+        if id != round || slot.outcome != ServerOutcome::Pending {
+            return Ok(Disposition::Ignored);
+        }
+        if let Reply::Error(e) = reply {
+            if e.kind() == ErrorKind::NoScript && request.script().is_some() && !slot.eval {
+                // Scripts: EVALSHA first, EVAL on NOSCRIPT.
+                slot.eval = true;
+                slot.send = true;
+                slot.deadline = now.saturating_add(timeout);
+                return Ok(Disposition::Ignored);
+            }
+        }
+        Ok(Disposition::Current(reply))
+    }
+
+    /// Records the outcome of the current round for `server`.
+    pub(crate) fn settle(&mut self, server: ServerId, outcome: ServerOutcome, value: i64) {
+        if let Some(slot) = self.slots_mut().get_mut(server.index()) {
+            slot.outcome = outcome;
+            slot.value = value;
+        }
+    }
+
+    pub(crate) fn handle_connection_error(&mut self, server: ServerId) {
+        if let Some(slot) = self.slots_mut().get_mut(server.index()) {
+            slot.in_flight.clear();
+            slot.send = false;
+            if slot.outcome == ServerOutcome::Pending {
+                slot.outcome = ServerOutcome::ConnectionError;
+            }
+        }
+    }
+
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        for slot in self.slots_mut() {
+            if slot.outcome == ServerOutcome::Pending && now >= slot.deadline {
+                slot.outcome = ServerOutcome::TimedOut;
+                slot.send = false;
+            }
+        }
+    }
+
+    /// The earliest deadline of a server still awaited.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        self.slots()
+            .iter()
+            .filter(|s| s.outcome == ServerOutcome::Pending)
+            .map(|s| s.deadline)
+            .min()
+    }
+
+    pub(crate) fn count(&self, outcome: ServerOutcome) -> usize {
+        self.slots().iter().filter(|s| s.outcome == outcome).count()
+    }
+
+    /// Servers that answered the round with something other than `Ok`, or
+    /// did not answer in time.
+    pub(crate) fn failed(&self) -> usize {
+        self.slots()
+            .iter()
+            .filter(|s| !matches!(s.outcome, ServerOutcome::Ok | ServerOutcome::Pending))
+            .count()
+    }
+
+    pub(crate) fn pending(&self) -> usize {
+        self.count(ServerOutcome::Pending)
+    }
+
+    /// The largest value among servers whose outcome is `Ok`.
+    pub(crate) fn max_ok_value(&self) -> i64 {
+        self.slots()
+            .iter()
+            .filter(|s| s.outcome == ServerOutcome::Ok)
+            .map(|s| s.value)
+            .max()
+            .unwrap_or(0)
+    }
+
+    pub(crate) fn report(&self) -> Report {
+        let mut r = Report::new(self.n);
+        for (i, s) in self.slots().iter().enumerate() {
+            r.set(i, s.outcome);
+        }
+        r
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.n
+    }
+}
+
+/// The outcome of an error reply or a reply of an unexpected shape.
+pub(crate) fn outcome_of_other(reply: &Reply<'_>) -> ServerOutcome {
+    match reply {
+        Reply::Error(e) => ServerOutcome::ServerError(e.kind()),
+        _ => ServerOutcome::UnexpectedReply,
+    }
+}

@@ -1,0 +1,1032 @@
+//! Scripted tests of the core: replies are fed at given times, and each test
+//! asserts what is sent next, the next deadline, and the outcome.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+use core::convert::Infallible;
+
+use redlock_core::redlock_resp::script::{EXTEND, FENCE_WRITE, FENCED_ACQUIRE, INSPECT, RELEASE};
+use redlock_core::redlock_resp::{ErrorKind, Reply, Status, parse_reply};
+use redlock_core::{
+    Acquire, ArgumentError, Config, Drift, Duration, Extend, FailureKind, Inspect, Instant, Lock,
+    Operation, Release, Retry, ServerId, ServerOutcome, Servers, Unsolicited,
+};
+
+/// A deterministic RNG for tests (not for production: it is a counter).
+struct TestRng(u8);
+
+impl rand_core::TryRng for TestRng {
+    type Error = Infallible;
+    fn try_next_u32(&mut self) -> Result<u32, Infallible> {
+        Ok(u32::from(self.next_byte()) * 0x0101_0101)
+    }
+    fn try_next_u64(&mut self) -> Result<u64, Infallible> {
+        Ok(u64::from(self.next_byte()) * 0x0101_0101_0101_0101)
+    }
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
+        dst.iter_mut().for_each(|b| *b = self.next_byte());
+        Ok(())
+    }
+}
+impl rand_core::TryCryptoRng for TestRng {}
+impl TestRng {
+    fn next_byte(&mut self) -> u8 {
+        self.0 = self.0.wrapping_add(1);
+        self.0
+    }
+}
+
+/// An RNG that always fails, like an OS RNG that cannot be read.
+struct BrokenRng;
+
+#[derive(Debug)]
+struct RngFailure;
+impl core::fmt::Display for RngFailure {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("no entropy")
+    }
+}
+impl core::error::Error for RngFailure {}
+
+impl rand_core::TryRng for BrokenRng {
+    type Error = RngFailure;
+    fn try_next_u32(&mut self) -> Result<u32, RngFailure> {
+        Err(RngFailure)
+    }
+    fn try_next_u64(&mut self) -> Result<u64, RngFailure> {
+        Err(RngFailure)
+    }
+    fn try_fill_bytes(&mut self, _: &mut [u8]) -> Result<(), RngFailure> {
+        Err(RngFailure)
+    }
+}
+impl rand_core::TryCryptoRng for BrokenRng {}
+
+fn ms(n: u64) -> Instant {
+    Instant::from_millis(n)
+}
+
+fn dur(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A request as sent: the server and its arguments.
+#[derive(Debug, Clone, PartialEq)]
+struct Sent {
+    server: usize,
+    args: Vec<Vec<u8>>,
+}
+
+impl Sent {
+    fn name(&self) -> &[u8] {
+        &self.args[0]
+    }
+    /// For EVALSHA/EVAL: which script.
+    fn script(&self) -> &'static str {
+        let body = &self.args[1];
+        for (name, s) in [
+            ("release", RELEASE),
+            ("extend", EXTEND),
+            ("fenced", FENCED_ACQUIRE),
+            ("fence", FENCE_WRITE),
+            ("inspect", INSPECT),
+        ] {
+            if body == s.sha1.as_bytes() || body == s.source.as_bytes() {
+                return name;
+            }
+        }
+        panic!("unknown script in {:?}", self);
+    }
+}
+
+/// Drives an operation in a test.
+struct Drive<O: Operation> {
+    op: O,
+}
+
+impl<O: Operation> Drive<O> {
+    fn new(op: O) -> Self {
+        Drive { op }
+    }
+
+    /// Everything the operation wants to send now.
+    fn sent(&mut self, now: Instant) -> Vec<Sent> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Some(t) = self.op.poll_transmit(now, &mut buf).unwrap() {
+            let frame = &buf[..t.len];
+            let Ok(Status::Complete((Reply::Aggregate(a), used))) = parse_reply(frame) else {
+                panic!()
+            };
+            assert_eq!(used, t.len);
+            let args = a.iter().map(|r| r.as_bytes().unwrap().to_vec()).collect();
+            out.push(Sent {
+                server: t.server.index(),
+                args,
+            });
+        }
+        out
+    }
+
+    fn reply(&mut self, now: Instant, server: u8, bytes: &[u8]) -> Result<(), Unsolicited> {
+        let Ok(Status::Complete((reply, _))) = parse_reply(bytes) else {
+            panic!("bad test reply")
+        };
+        self.op.handle_reply(now, ServerId(server), reply)
+    }
+
+    fn outcome(&mut self) -> Option<O::Output> {
+        self.op.poll_outcome()
+    }
+}
+
+fn no_retry() -> Config {
+    Config {
+        retry: Retry::NONE,
+        ..Config::DEFAULT
+    }
+}
+
+fn acquire(config: &Config, n: usize, ttl: u64, now: Instant) -> Drive<Acquire<'static>> {
+    let servers = Servers::new(n).unwrap();
+    Drive::new(
+        Acquire::new(
+            config,
+            &servers,
+            b"res",
+            dur(ttl),
+            None,
+            &mut TestRng(0),
+            now,
+        )
+        .unwrap(),
+    )
+}
+
+#[test]
+fn acquire_sends_set_nx_px_to_every_server_then_succeeds_on_a_majority() {
+    let mut d = acquire(&no_retry(), 5, 10_000, ms(100));
+    let sent = d.sent(ms(100));
+    assert_eq!(sent.len(), 5);
+    let token = d.op.token().as_bytes().to_vec();
+    for (i, s) in sent.iter().enumerate() {
+        assert_eq!(s.server, i);
+        assert_eq!(
+            s.args,
+            vec![
+                b"SET".to_vec(),
+                b"res".to_vec(),
+                token.clone(),
+                b"NX".to_vec(),
+                b"PX".to_vec(),
+                b"10000".to_vec()
+            ]
+        );
+    }
+    // A2: the request timeout is 1% of the ttl clamped to 5-50 ms: 50 ms.
+    assert_eq!(d.op.poll_timeout(), Some(ms(150)));
+    d.reply(ms(101), 0, b"+OK\r\n").unwrap();
+    d.reply(ms(102), 3, b"+OK\r\n").unwrap();
+    assert!(
+        d.outcome().is_none(),
+        "two votes of five are not a majority"
+    );
+    d.reply(ms(103), 4, b"+OK\r\n").unwrap();
+    // Decided at once, without waiting for servers 1 and 2.
+    let lock = d.outcome().unwrap().unwrap();
+    // A4: validity = ttl - elapsed - drift = 10000 - 3 - (100 + 2) ms.
+    assert_eq!(lock.validity(), dur(9_895));
+    assert_eq!(lock.valid_until(), ms(103 + 9_895));
+    assert_eq!(lock.token().as_bytes(), &token[..]);
+    assert_eq!(lock.fence(), None);
+    assert_eq!(
+        lock.report().outcomes(),
+        &[
+            ServerOutcome::Ok,
+            ServerOutcome::Pending,
+            ServerOutcome::Pending,
+            ServerOutcome::Ok,
+            ServerOutcome::Ok
+        ]
+    );
+    assert!(
+        d.sent(ms(103)).is_empty(),
+        "nothing to release after a success"
+    );
+    assert!(d.op.is_finished());
+    assert_eq!(d.op.poll_timeout(), None);
+    assert!(d.outcome().is_none(), "the outcome comes once");
+}
+
+#[test]
+fn stragglers_after_a_success_are_ignored() {
+    let mut d = acquire(&no_retry(), 3, 1_000, ms(0));
+    d.sent(ms(0));
+    d.reply(ms(1), 0, b"+OK\r\n").unwrap();
+    d.reply(ms(1), 1, b"+OK\r\n").unwrap();
+    assert!(d.outcome().unwrap().is_ok());
+    d.reply(ms(2), 2, b"$-1\r\n").unwrap();
+    // But a second reply from the same server answers nothing it asked.
+    assert_eq!(d.reply(ms(2), 2, b"+OK\r\n"), Err(Unsolicited));
+}
+
+#[test]
+fn conflict_is_decided_as_soon_as_a_majority_is_impossible_and_releases_everywhere() {
+    let mut d = acquire(&no_retry(), 5, 10_000, ms(0));
+    d.sent(ms(0));
+    d.reply(ms(1), 0, b"+OK\r\n").unwrap();
+    d.reply(ms(1), 1, b"$-1\r\n").unwrap();
+    d.reply(ms(2), 2, b"$-1\r\n").unwrap();
+    assert!(d.outcome().is_none());
+    d.reply(ms(3), 3, b"$-1\r\n").unwrap();
+    let err = d.outcome().unwrap().unwrap_err();
+    assert_eq!(err.kind, FailureKind::Conflict);
+    assert_eq!(err.attempts, 1);
+    assert_eq!(err.report.count(ServerOutcome::Held), 3);
+    assert_eq!(err.report.get(ServerId(4)), Some(ServerOutcome::Pending));
+    // A5: the release goes to all five, including those that said no.
+    let sent = d.sent(ms(3));
+    assert_eq!(
+        sent.iter().map(|s| s.server).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3, 4]
+    );
+    assert!(
+        sent.iter()
+            .all(|s| s.name() == b"EVALSHA" && s.script() == "release")
+    );
+    assert!(d.op.is_finished());
+}
+
+#[test]
+fn silent_servers_cost_one_request_timeout_and_fail_as_unavailable() {
+    let mut d = acquire(&no_retry(), 3, 2_000, ms(0));
+    d.sent(ms(0));
+    // 1% of 2 s is 20 ms.
+    assert_eq!(d.op.poll_timeout(), Some(ms(20)));
+    d.reply(ms(5), 0, b"+OK\r\n").unwrap();
+    d.op.handle_timeout(ms(19));
+    assert!(d.outcome().is_none());
+    d.op.handle_timeout(ms(20));
+    let err = d.outcome().unwrap().unwrap_err();
+    assert_eq!(err.kind, FailureKind::Unavailable);
+    assert_eq!(
+        err.report.outcomes(),
+        &[
+            ServerOutcome::Ok,
+            ServerOutcome::TimedOut,
+            ServerOutcome::TimedOut
+        ]
+    );
+    assert_eq!(d.sent(ms(20)).len(), 3);
+}
+
+#[test]
+fn request_timeouts_are_clamped_and_configurable() {
+    for (ttl, expected) in [(100, 5), (1_000, 10), (3_000, 30), (60_000, 50)] {
+        let mut d = acquire(&no_retry(), 1, ttl, ms(0));
+        d.sent(ms(0));
+        assert_eq!(d.op.poll_timeout(), Some(ms(expected)), "ttl {ttl}");
+    }
+    let config = Config {
+        request_timeout: Some(dur(7)),
+        ..no_retry()
+    };
+    let mut d = acquire(&config, 1, 60_000, ms(0));
+    d.sent(ms(0));
+    assert_eq!(d.op.poll_timeout(), Some(ms(7)));
+}
+
+#[test]
+fn a_majority_too_late_is_expired_and_released() {
+    // ttl 1000, drift 12 ms: validity is gone once 988 ms have elapsed.
+    let config = Config {
+        request_timeout: Some(dur(5_000)),
+        ..no_retry()
+    };
+    let mut d = acquire(&config, 3, 1_000, ms(0));
+    d.sent(ms(0));
+    d.reply(ms(100), 0, b"+OK\r\n").unwrap();
+    d.reply(ms(988), 1, b"+OK\r\n").unwrap();
+    let err = d.outcome().unwrap().unwrap_err();
+    assert_eq!(err.kind, FailureKind::Expired);
+    assert_eq!(d.sent(ms(988)).len(), 3);
+
+    // One millisecond earlier there is exactly 1 ms left.
+    let mut d = acquire(&config, 3, 1_000, ms(0));
+    d.sent(ms(0));
+    d.reply(ms(100), 0, b"+OK\r\n").unwrap();
+    d.reply(ms(987), 1, b"+OK\r\n").unwrap();
+    assert_eq!(d.outcome().unwrap().unwrap().validity(), dur(1));
+}
+
+#[test]
+fn ttl_edges_never_panic() {
+    let servers = Servers::new(1).unwrap();
+    let config = no_retry();
+    // 0 ms (and anything under 1 ms) is refused.
+    for micros in [0, 1, 999] {
+        let r = Acquire::new(
+            &config,
+            &servers,
+            b"r",
+            Duration::from_micros(micros),
+            None,
+            &mut TestRng(0),
+            ms(0),
+        );
+        assert_eq!(r.err(), Some(ArgumentError::Ttl));
+    }
+    // 1 ms is accepted, but the 2 ms drift leaves no validity.
+    let mut d = acquire(&config, 1, 1, ms(0));
+    assert_eq!(d.sent(ms(0))[0].args[5], b"1");
+    d.reply(ms(0), 0, b"+OK\r\n").unwrap();
+    assert_eq!(d.outcome().unwrap().unwrap_err().kind, FailureKind::Expired);
+    // Fractions of a millisecond are cut: PX gets whole milliseconds, and
+    // the validity is computed from what PX got.
+    let mut d = Drive::new(
+        Acquire::new(
+            &config,
+            &servers,
+            b"r",
+            Duration::from_micros(10_999_999),
+            None,
+            &mut TestRng(0),
+            ms(0),
+        )
+        .unwrap(),
+    );
+    assert_eq!(d.sent(ms(0))[0].args[5], b"10999");
+    d.reply(ms(0), 0, b"+OK\r\n").unwrap();
+    // drift = 10999 ms / 100 (rounded up to the microsecond) + 2 ms.
+    assert_eq!(
+        d.outcome().unwrap().unwrap().validity(),
+        Duration::from_micros(10_999_000 - 109_990 - 2_000)
+    );
+    // The largest ttl does not overflow anything.
+    let mut d = Drive::new(
+        Acquire::new(
+            &config,
+            &servers,
+            b"r",
+            Duration::MAX,
+            None,
+            &mut TestRng(0),
+            Instant::from_micros(u64::MAX - 5),
+        )
+        .unwrap(),
+    );
+    d.sent(Instant::from_micros(u64::MAX - 5));
+    d.reply(Instant::from_micros(u64::MAX), 0, b"+OK\r\n")
+        .unwrap();
+    assert!(d.outcome().unwrap().is_ok());
+}
+
+#[test]
+fn drift_is_configurable() {
+    let config = Config {
+        drift: Drift {
+            ratio_num: 5,
+            ratio_den: 100,
+            constant: dur(10),
+        },
+        ..no_retry()
+    };
+    let mut d = acquire(&config, 1, 1_000, ms(0));
+    d.sent(ms(0));
+    d.reply(ms(0), 0, b"+OK\r\n").unwrap();
+    assert_eq!(
+        d.outcome().unwrap().unwrap().validity(),
+        dur(1_000 - 50 - 10)
+    );
+    let config = Config {
+        drift: Drift {
+            ratio_num: 0,
+            ratio_den: 1,
+            constant: Duration::ZERO,
+        },
+        ..no_retry()
+    };
+    let mut d = acquire(&config, 1, 1_000, ms(0));
+    d.sent(ms(0));
+    d.reply(ms(0), 0, b"+OK\r\n").unwrap();
+    assert_eq!(d.outcome().unwrap().unwrap().validity(), dur(1_000));
+}
+
+#[test]
+fn every_server_error_kind_is_reported() {
+    let kinds: [(&[u8], ErrorKind); 16] = [
+        (b"-ERR x\r\n", ErrorKind::Err),
+        (b"-NOSCRIPT x\r\n", ErrorKind::NoScript),
+        (b"-NOAUTH Authentication required.\r\n", ErrorKind::NoAuth),
+        (b"-WRONGPASS x\r\n", ErrorKind::WrongPass),
+        (b"-NOPERM x\r\n", ErrorKind::NoPerm),
+        (b"-READONLY x\r\n", ErrorKind::ReadOnly),
+        (b"-LOADING x\r\n", ErrorKind::Loading),
+        (b"-BUSY x\r\n", ErrorKind::Busy),
+        (b"-OOM x\r\n", ErrorKind::Oom),
+        (b"-WRONGTYPE x\r\n", ErrorKind::WrongType),
+        (b"-MASTERDOWN x\r\n", ErrorKind::MasterDown),
+        (b"-CLUSTERDOWN x\r\n", ErrorKind::ClusterDown),
+        (b"-MOVED 1 h:1\r\n", ErrorKind::Moved),
+        (b"-ASK 1 h:1\r\n", ErrorKind::Ask),
+        (b"-TRYAGAIN x\r\n", ErrorKind::TryAgain),
+        (b"-WHATEVER x\r\n", ErrorKind::Other),
+    ];
+    for (bytes, kind) in kinds {
+        let mut d = acquire(&no_retry(), 1, 1_000, ms(0));
+        d.sent(ms(0));
+        d.reply(ms(1), 0, bytes).unwrap();
+        let err = d.outcome().unwrap().unwrap_err();
+        assert_eq!(err.kind, FailureKind::Unavailable);
+        assert_eq!(err.report.outcomes(), &[ServerOutcome::ServerError(kind)]);
+    }
+    // A reply of the wrong shape.
+    let mut d = acquire(&no_retry(), 1, 1_000, ms(0));
+    d.sent(ms(0));
+    d.reply(ms(1), 0, b":1\r\n").unwrap();
+    assert_eq!(
+        d.outcome().unwrap().unwrap_err().report.outcomes(),
+        &[ServerOutcome::UnexpectedReply]
+    );
+}
+
+#[test]
+fn connection_errors_count_as_failures_and_releases_still_go_out() {
+    let mut d = acquire(&no_retry(), 3, 1_000, ms(0));
+    d.sent(ms(0));
+    d.op.handle_connection_error(ms(1), ServerId(0));
+    d.op.handle_connection_error(ms(1), ServerId(1));
+    let err = d.outcome().unwrap().unwrap_err();
+    assert_eq!(err.kind, FailureKind::Unavailable);
+    assert_eq!(err.report.count(ServerOutcome::ConnectionError), 2);
+    // The release round still targets them (the platform reconnects).
+    assert_eq!(d.sent(ms(1)).len(), 3);
+    // And a reply from the reconnected server 0 answers the release.
+    d.reply(ms(2), 0, b":0\r\n").unwrap();
+}
+
+#[test]
+fn retries_wait_longer_than_an_attempt_and_are_bounded() {
+    let config = Config {
+        retry: Retry {
+            retries: 2,
+            jitter: dur(200),
+        },
+        ..Config::DEFAULT
+    };
+    let mut d = acquire(&config, 3, 10_000, ms(0));
+    let token = d.op.token().as_bytes().to_vec();
+    let mut now = ms(0);
+    for attempt in 1..=3u32 {
+        let sets = d.sent(now);
+        assert_eq!(sets.len(), 3);
+        assert!(
+            sets.iter()
+                .all(|s| s.name() == b"SET" && s.args[2] == token),
+            "same token every attempt"
+        );
+        // The attempt takes 30 ms and fails.
+        now = now.saturating_add(dur(30));
+        for server in 0..3 {
+            d.reply(now, server, b"$-1\r\n").unwrap();
+        }
+        let releases = d.sent(now);
+        assert_eq!(releases.len(), 3, "A5 after attempt {attempt}");
+        for server in 0..3 {
+            d.reply(now, server, b":0\r\n").unwrap();
+        }
+        if attempt < 3 {
+            assert!(d.outcome().is_none());
+            let retry_at = d.op.poll_timeout().unwrap();
+            // A6: wait = attempt time (30 ms) + jitter in 0..=200 ms.
+            let wait = retry_at.saturating_duration_since(now);
+            assert!(wait >= dur(30) && wait <= dur(230), "{wait:?}");
+            d.op.handle_timeout(retry_at.saturating_sub(Duration::from_micros(1)));
+            assert!(
+                d.sent(now).is_empty(),
+                "no new attempt before the wait is over"
+            );
+            now = retry_at;
+            d.op.handle_timeout(now);
+        }
+    }
+    let err = d.outcome().unwrap().unwrap_err();
+    assert_eq!(err.attempts, 3);
+    assert_eq!(err.kind, FailureKind::Conflict);
+}
+
+#[test]
+fn a_deadline_stops_retries() {
+    let config = Config {
+        retry: Retry {
+            retries: 1_000,
+            jitter: dur(10),
+        },
+        ..Config::DEFAULT
+    };
+    let servers = Servers::new(1).unwrap();
+    let op = Acquire::new(
+        &config,
+        &servers,
+        b"r",
+        dur(1_000),
+        Some(ms(100)),
+        &mut TestRng(0),
+        ms(0),
+    )
+    .unwrap();
+    let mut d = Drive::new(op);
+    let mut now = ms(0);
+    let mut attempts = 0;
+    loop {
+        if !d.sent(now).iter().any(|s| s.name() == b"SET") {
+            panic!("no attempt");
+        }
+        attempts += 1;
+        now = now.saturating_add(dur(1));
+        d.reply(now, 0, b"$-1\r\n").unwrap();
+        assert_eq!(d.sent(now).len(), 1, "the release");
+        d.reply(now, 0, b":0\r\n").unwrap();
+        if let Some(out) = d.outcome() {
+            assert_eq!(out.unwrap_err().attempts, attempts);
+            break;
+        }
+        now = d.op.poll_timeout().unwrap();
+        assert!(now <= ms(100), "a retry starts after the deadline");
+        d.op.handle_timeout(now);
+    }
+    assert!(attempts > 3 && attempts < 100, "{attempts}");
+}
+
+#[test]
+fn a_late_vote_from_an_earlier_attempt_is_not_counted() {
+    let config = Config {
+        retry: Retry {
+            retries: 1,
+            jitter: Duration::ZERO,
+        },
+        request_timeout: Some(dur(10)),
+        ..Config::DEFAULT
+    };
+    let mut d = acquire(&config, 3, 10_000, ms(0));
+    d.sent(ms(0));
+    // Attempt 1: servers 0 and 1 time out, 2 votes.
+    d.reply(ms(1), 2, b"+OK\r\n").unwrap();
+    d.op.handle_timeout(ms(10));
+    assert_eq!(d.sent(ms(10)).len(), 3, "release round");
+    d.op.handle_timeout(ms(20));
+    assert_eq!(d.sent(ms(20)).len(), 3, "attempt 2");
+    // Server 0 finally answers attempt 1's SET, then its release, then attempt 2's SET.
+    d.reply(ms(21), 0, b"+OK\r\n").unwrap();
+    d.reply(ms(21), 0, b":1\r\n").unwrap();
+    // Server 2 answers its release and attempt 2.
+    d.reply(ms(21), 2, b":1\r\n").unwrap();
+    d.reply(ms(22), 2, b"+OK\r\n").unwrap();
+    assert!(
+        d.outcome().is_none(),
+        "only one vote counts for attempt 2 so far"
+    );
+    d.reply(ms(23), 0, b"+OK\r\n").unwrap();
+    let lock = d.outcome().unwrap().unwrap();
+    assert_eq!(lock.started(), ms(20));
+}
+
+#[test]
+fn noscript_falls_back_to_eval_transparently() {
+    let servers = Servers::new(2).unwrap();
+    let mut d = Drive::new(Release::new(
+        &Config::DEFAULT,
+        &servers,
+        b"res",
+        b"tok",
+        dur(50),
+        ms(0),
+    ));
+    let sent = d.sent(ms(0));
+    assert!(sent.iter().all(|s| s.name() == b"EVALSHA"));
+    assert_eq!(sent[0].args[1], RELEASE.sha1.as_bytes());
+    d.reply(
+        ms(1),
+        0,
+        b"-NOSCRIPT No matching script. Please use EVAL.\r\n",
+    )
+    .unwrap();
+    let again = d.sent(ms(1));
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].server, 0);
+    assert_eq!(
+        again[0].args,
+        vec![
+            b"EVAL".to_vec(),
+            RELEASE.source.as_bytes().to_vec(),
+            b"1".to_vec(),
+            b"res".to_vec(),
+            b"tok".to_vec()
+        ]
+    );
+    // The EVAL gets a fresh deadline.
+    assert_eq!(d.op.poll_timeout(), Some(ms(50)));
+    d.reply(ms(2), 1, b":1\r\n").unwrap();
+    assert!(d.outcome().is_none());
+    d.reply(ms(2), 0, b":1\r\n").unwrap();
+    let released = d.outcome().unwrap();
+    assert_eq!(released.deleted(), 2);
+    assert!(released.complete());
+    // A second NOSCRIPT (after EVAL) is an error, not a loop.
+    let mut d = Drive::new(Release::new(
+        &Config::DEFAULT,
+        &servers,
+        b"res",
+        b"tok",
+        dur(50),
+        ms(0),
+    ));
+    d.sent(ms(0));
+    d.reply(ms(1), 0, b"-NOSCRIPT x\r\n").unwrap();
+    d.sent(ms(1));
+    d.reply(ms(1), 0, b"-NOSCRIPT x\r\n").unwrap();
+    d.reply(ms(1), 1, b":0\r\n").unwrap();
+    let released = d.outcome().unwrap();
+    assert_eq!(
+        released.report.outcomes(),
+        &[
+            ServerOutcome::ServerError(ErrorKind::NoScript),
+            ServerOutcome::NotHeld
+        ]
+    );
+}
+
+#[test]
+fn release_is_idempotent_and_waits_for_every_server_or_its_timeout() {
+    let servers = Servers::new(3).unwrap();
+    let mut d = Drive::new(Release::new(
+        &Config::DEFAULT,
+        &servers,
+        b"res",
+        b"tok",
+        dur(20),
+        ms(0),
+    ));
+    assert_eq!(d.sent(ms(0)).len(), 3);
+    d.reply(ms(1), 0, b":0\r\n").unwrap();
+    d.reply(ms(1), 1, b":0\r\n").unwrap();
+    assert!(d.outcome().is_none());
+    d.op.handle_timeout(ms(20));
+    let released = d.outcome().unwrap();
+    assert_eq!(released.deleted(), 0);
+    assert!(!released.complete());
+    assert_eq!(
+        released.report.outcomes(),
+        &[
+            ServerOutcome::NotHeld,
+            ServerOutcome::NotHeld,
+            ServerOutcome::TimedOut
+        ]
+    );
+    assert!(d.op.is_finished());
+}
+
+fn held_lock(n: usize, ttl: u64) -> (Lock, Servers) {
+    let servers = Servers::new(n).unwrap();
+    let mut d = acquire(&Config::DEFAULT, n, ttl, ms(0));
+    d.sent(ms(0));
+    for s in 0..n as u8 {
+        d.reply(ms(0), s, b"+OK\r\n").unwrap();
+    }
+    (d.outcome().unwrap().unwrap(), servers)
+}
+
+#[test]
+fn extend_recomputes_validity_from_the_start_of_its_round() {
+    let (lock, servers) = held_lock(3, 1_000);
+    assert_eq!(lock.valid_until(), ms(988));
+    let mut d = Drive::new(
+        Extend::new(
+            &Config::DEFAULT,
+            &servers,
+            b"res",
+            &lock,
+            dur(2_000),
+            ms(500),
+        )
+        .unwrap(),
+    );
+    let sent = d.sent(ms(500));
+    assert_eq!(sent.len(), 3);
+    assert!(sent.iter().all(|s| s.script() == "extend"
+        && s.args[4] == lock.token().as_bytes()
+        && s.args[5] == b"2000"));
+    d.reply(ms(503), 0, b":1\r\n").unwrap();
+    d.reply(ms(510), 2, b":1\r\n").unwrap();
+    let extended = d.outcome().unwrap().unwrap();
+    // 2000 - 10 elapsed - (20 + 2) drift, from the round's start.
+    assert_eq!(extended.validity(), dur(2_000 - 10 - 22));
+    assert_eq!(extended.valid_until(), ms(510 + 1_968));
+    assert_eq!(extended.extensions(), 1);
+    assert_eq!(extended.token(), lock.token());
+}
+
+#[test]
+fn extend_fails_when_the_majority_comes_after_the_current_validity() {
+    let (lock, servers) = held_lock(3, 1_000);
+    let config = Config {
+        request_timeout: Some(dur(1_000)),
+        ..Config::DEFAULT
+    };
+    let mut d =
+        Drive::new(Extend::new(&config, &servers, b"res", &lock, dur(10_000), ms(980)).unwrap());
+    d.sent(ms(980));
+    d.reply(ms(985), 0, b":1\r\n").unwrap();
+    d.reply(ms(988), 1, b":1\r\n").unwrap();
+    let err = d.outcome().unwrap().unwrap_err();
+    assert_eq!(err.kind, FailureKind::Expired);
+}
+
+#[test]
+fn extend_reports_a_lost_lock_and_never_recreates_keys() {
+    let (lock, servers) = held_lock(3, 1_000);
+    let mut d = Drive::new(
+        Extend::new(
+            &Config::DEFAULT,
+            &servers,
+            b"res",
+            &lock,
+            dur(1_000),
+            ms(100),
+        )
+        .unwrap(),
+    );
+    d.sent(ms(100));
+    d.reply(ms(101), 0, b":0\r\n").unwrap();
+    d.reply(ms(101), 1, b":0\r\n").unwrap();
+    assert_eq!(d.outcome().unwrap().unwrap_err().kind, FailureKind::Lost);
+    // Only the token-checking script is ever sent: no SET.
+    assert!(d.sent(ms(101)).is_empty());
+}
+
+#[test]
+fn extensions_are_capped_and_an_expired_lock_cannot_be_extended() {
+    let (lock, servers) = held_lock(1, 10_000);
+    let config = Config {
+        max_extensions: Some(2),
+        ..Config::DEFAULT
+    };
+    let mut lock = lock;
+    for i in 0..2 {
+        let mut d =
+            Drive::new(Extend::new(&config, &servers, b"res", &lock, dur(10_000), ms(i)).unwrap());
+        d.sent(ms(i));
+        d.reply(ms(i), 0, b":1\r\n").unwrap();
+        lock = d.outcome().unwrap().unwrap();
+    }
+    assert_eq!(lock.extensions(), 2);
+    assert_eq!(
+        Extend::new(&config, &servers, b"res", &lock, dur(10_000), ms(5)).err(),
+        Some(ArgumentError::ExtensionLimit)
+    );
+    assert_eq!(
+        Extend::new(
+            &Config::DEFAULT,
+            &servers,
+            b"res",
+            &lock,
+            dur(10_000),
+            lock.valid_until()
+        )
+        .err(),
+        Some(ArgumentError::Expired)
+    );
+}
+
+#[test]
+fn fenced_acquire_takes_the_quorum_max_plus_one_and_needs_a_majority_to_confirm() {
+    let config = Config {
+        fencing: true,
+        ..no_retry()
+    };
+    let mut d = acquire(&config, 5, 10_000, ms(0));
+    let sent = d.sent(ms(0));
+    assert!(sent.iter().all(|s| s.script() == "fenced"));
+    // KEYS: the resource and its counter key; ARGV: token and ttl.
+    assert_eq!(
+        sent[0].args[2..6],
+        [
+            b"2".to_vec(),
+            b"res".to_vec(),
+            b"res:fence".to_vec(),
+            d.op.token().as_bytes().to_vec()
+        ]
+    );
+    d.reply(ms(1), 0, b":3\r\n").unwrap();
+    d.reply(ms(1), 1, b":-1\r\n").unwrap();
+    d.reply(ms(2), 2, b":7\r\n").unwrap();
+    d.reply(ms(2), 4, b":5\r\n").unwrap();
+    assert!(d.outcome().is_none(), "the fence is not confirmed yet");
+    let writes = d.sent(ms(2));
+    assert_eq!(writes.len(), 5, "the fence goes to every server");
+    assert!(
+        writes
+            .iter()
+            .all(|s| s.script() == "fence" && s.args[6] == b"8")
+    );
+    // Server 3's late acquire reply is a straggler of the previous round.
+    d.reply(ms(3), 3, b":0\r\n").unwrap();
+    d.reply(ms(4), 0, b":1\r\n").unwrap();
+    d.reply(ms(4), 1, b":0\r\n").unwrap();
+    d.reply(ms(5), 2, b":1\r\n").unwrap();
+    assert!(d.outcome().is_none());
+    d.reply(ms(6), 4, b":1\r\n").unwrap();
+    let lock = d.outcome().unwrap().unwrap();
+    assert_eq!(lock.fence(), Some(8));
+    // Validity counts from the start of the acquisition, fence round included.
+    assert_eq!(lock.validity(), dur(10_000 - 6 - 102));
+}
+
+#[test]
+fn a_fence_not_confirmed_by_a_majority_fails_and_releases() {
+    let config = Config {
+        fencing: true,
+        ..no_retry()
+    };
+    let mut d = acquire(&config, 3, 10_000, ms(0));
+    d.sent(ms(0));
+    d.reply(ms(1), 0, b":0\r\n").unwrap();
+    d.reply(ms(1), 1, b":0\r\n").unwrap();
+    assert_eq!(d.sent(ms(1)).len(), 3);
+    d.reply(ms(2), 0, b":0\r\n").unwrap();
+    d.reply(ms(2), 1, b":0\r\n").unwrap();
+    let err = d.outcome().unwrap().unwrap_err();
+    assert_eq!(err.kind, FailureKind::Conflict);
+    let releases = d.sent(ms(2));
+    assert_eq!(releases.len(), 3);
+    assert!(releases.iter().all(|s| s.script() == "release"));
+}
+
+#[test]
+fn the_restart_guard_refuses_votes_from_a_recently_restarted_server() {
+    let config = Config {
+        restart_guard: Some(dur(30_000)),
+        ..no_retry()
+    };
+    let mut servers = Servers::new(3).unwrap();
+    // Server 1 started 10 s before t=60 s; the others long ago.
+    servers.set_incarnation(ServerId(0), ms(0));
+    servers.set_incarnation(ServerId(1), ms(50_000));
+    let op = Acquire::new(
+        &config,
+        &servers,
+        b"res",
+        dur(10_000),
+        None,
+        &mut TestRng(0),
+        ms(60_000),
+    )
+    .unwrap();
+    let mut d = Drive::new(op);
+    d.sent(ms(60_000));
+    d.reply(ms(60_001), 1, b"+OK\r\n").unwrap();
+    d.reply(ms(60_001), 0, b"+OK\r\n").unwrap();
+    assert!(d.outcome().is_none(), "server 1's vote does not count");
+    d.reply(ms(60_002), 2, b"$-1\r\n").unwrap();
+    let err = d.outcome().unwrap().unwrap_err();
+    assert_eq!(
+        err.report.outcomes(),
+        &[
+            ServerOutcome::Ok,
+            ServerOutcome::Restarted,
+            ServerOutcome::Held
+        ]
+    );
+    // Once the guard has passed, it counts again.
+    let op = Acquire::new(
+        &config,
+        &servers,
+        b"res",
+        dur(10_000),
+        None,
+        &mut TestRng(0),
+        ms(80_000),
+    )
+    .unwrap();
+    let mut d = Drive::new(op);
+    d.sent(ms(80_000));
+    d.reply(ms(80_001), 1, b"+OK\r\n").unwrap();
+    d.reply(ms(80_001), 0, b"+OK\r\n").unwrap();
+    assert!(d.outcome().unwrap().is_ok());
+}
+
+#[test]
+fn inspect_reads_holder_and_pttl_per_server() {
+    let servers = Servers::new(4).unwrap();
+    let mut d = Drive::new(Inspect::new(&servers, b"res", dur(20), ms(0)));
+    let sent = d.sent(ms(0));
+    assert!(
+        sent.iter()
+            .all(|s| s.script() == "inspect" && s.args[3] == b"res")
+    );
+    d.reply(ms(1), 0, b"*2\r\n$3\r\nabc\r\n:1500\r\n").unwrap();
+    d.reply(ms(1), 1, b"*2\r\n$-1\r\n:-2\r\n").unwrap();
+    d.reply(ms(1), 2, b"-WRONGTYPE x\r\n").unwrap();
+    d.op.handle_timeout(ms(20));
+    let inspection = d.outcome().unwrap();
+    let e = inspection.entries();
+    assert_eq!(e.len(), 4);
+    assert_eq!(
+        (
+            e[0].outcome,
+            e[0].holder.as_deref(),
+            e[0].pttl_ms,
+            e[0].ttl()
+        ),
+        (ServerOutcome::Ok, Some(&b"abc"[..]), 1500, Some(dur(1500)))
+    );
+    assert_eq!(
+        (e[1].outcome, e[1].holder.as_deref(), e[1].ttl()),
+        (ServerOutcome::Ok, None, None)
+    );
+    assert_eq!(
+        e[2].outcome,
+        ServerOutcome::ServerError(ErrorKind::WrongType)
+    );
+    assert_eq!(e[3].outcome, ServerOutcome::TimedOut);
+    assert_eq!(inspection.majority_holder(), None);
+    // A long foreign value is cut, with its full length kept.
+    let mut d = Drive::new(Inspect::new(
+        &Servers::new(1).unwrap(),
+        b"res",
+        dur(20),
+        ms(0),
+    ));
+    d.sent(ms(0));
+    let mut reply = b"*2\r\n$100\r\n".to_vec();
+    reply.extend_from_slice(&[b'x'; 100]);
+    reply.extend_from_slice(b"\r\n:-1\r\n");
+    d.reply(ms(1), 0, &reply).unwrap();
+    let i = d.outcome().unwrap();
+    assert_eq!(
+        (
+            i.entries()[0].holder.as_ref().unwrap().len(),
+            i.entries()[0].holder_len
+        ),
+        (64, 100)
+    );
+    assert_eq!(i.majority_holder(), Some(&[b'x'; 64][..]));
+}
+
+#[test]
+fn tokens_are_40_lowercase_hex_and_rng_failure_is_an_error() {
+    let mut rng = TestRng(0);
+    let a = redlock_core::Token::generate(&mut rng).unwrap();
+    let b = redlock_core::Token::generate(&mut rng).unwrap();
+    assert_ne!(a, b);
+    assert_eq!(a.as_bytes().len(), 40);
+    assert!(
+        a.as_str()
+            .bytes()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+    );
+    assert_eq!(a.as_str(), "0102030405060708090a0b0c0d0e0f1011121314");
+    let servers = Servers::new(1).unwrap();
+    let r = Acquire::new(
+        &Config::DEFAULT,
+        &servers,
+        b"r",
+        dur(1_000),
+        None,
+        &mut BrokenRng,
+        ms(0),
+    );
+    assert_eq!(r.err(), Some(ArgumentError::Rng));
+}
+
+#[test]
+fn server_counts_are_bounded() {
+    assert!(Servers::new(0).is_err());
+    assert!(Servers::new(redlock_core::MAX_SERVERS).is_ok());
+    assert!(Servers::new(redlock_core::MAX_SERVERS + 1).is_err());
+    const { assert!(redlock_core::MAX_SERVERS >= 9) };
+}
+
+#[test]
+fn a_too_small_buffer_consumes_nothing() {
+    let mut d = acquire(&no_retry(), 2, 1_000, ms(0));
+    let mut small = [0u8; 8];
+    let err = d.op.poll_transmit(ms(0), &mut small).unwrap_err();
+    let redlock_core::redlock_resp::EncodeError::BufferTooSmall { needed } = err else {
+        panic!()
+    };
+    let mut buf = vec![0u8; needed];
+    let t = d.op.poll_transmit(ms(0), &mut buf).unwrap().unwrap();
+    assert_eq!((t.server, t.len), (ServerId(0), needed));
+    assert_eq!(d.sent(ms(0)).len(), 1);
+}
+
+#[test]
+fn push_replies_are_skipped() {
+    let mut d = acquire(&no_retry(), 1, 1_000, ms(0));
+    d.sent(ms(0));
+    d.reply(ms(1), 0, b">2\r\n+invalidate\r\n*0\r\n").unwrap();
+    assert!(d.outcome().is_none());
+    d.reply(ms(1), 0, b"+OK\r\n").unwrap();
+    assert!(d.outcome().unwrap().is_ok());
+}

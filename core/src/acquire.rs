@@ -13,6 +13,17 @@ use crate::round::{
 use crate::time::{Duration, Instant};
 use crate::token::Token;
 
+/// The fence counter value of a server that has no counter.
+const MISSING: i64 = -1;
+
+/// A fence counter as stored: plain decimal digits within `i64`.
+fn parse_counter(text: &[u8]) -> Option<i64> {
+    if text.is_empty() || text.len() > 18 || !text.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(text.iter().fold(0i64, |n, &d| n * 10 + i64::from(d - b'0')))
+}
+
 /// Why an acquisition failed, with what each server answered in the last attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -155,8 +166,29 @@ impl<'r> Acquire<'r> {
             Phase::Voting | Phase::Fencing(_) => {}
             Phase::Backoff(_) | Phase::Done => return,
         }
-        let ok = self.engine.count(ServerOutcome::Ok);
-        if ok >= quorum {
+        let (reached, impossible) = if self.phase == Phase::Voting && self.config.fencing {
+            // F1 repair. A server without a counter may have lost its data:
+            // while any server has a counter, only votes with a counter
+            // count (a majority of them meets the last confirmed fence's
+            // majority on a server that kept or was repaired to its value).
+            // "No counter anywhere" (a new resource) is trusted only once
+            // every server has answered or failed: a lost maximum would then
+            // take a majority of faulty servers. The fence write below goes
+            // to every server and repairs those without a counter.
+            let present = self.engine.count_ok_where(|c| c != MISSING);
+            let all = self.engine.count(ServerOutcome::Ok);
+            let pending = self.engine.pending();
+            let bootstrap = present == 0 && pending == 0 && all >= quorum;
+            let possible = present + pending >= quorum || (present == 0 && all + pending >= quorum);
+            (present >= quorum || bootstrap, !possible)
+        } else {
+            let ok = self.engine.count(ServerOutcome::Ok);
+            (
+                ok >= quorum,
+                self.engine.failed() > n.saturating_sub(quorum),
+            )
+        };
+        if reached {
             // A3 + A4: a majority, and validity left after the elapsed time
             // and the drift allowance.
             let Some(validity) = self.config.validity(self.ttl, self.attempt_start, now) else {
@@ -191,7 +223,7 @@ impl<'r> Acquire<'r> {
             )));
             return;
         }
-        if self.engine.failed() > n.saturating_sub(quorum) {
+        if impossible {
             // Not enough servers left to reach a majority.
             let kind = self.classify(quorum);
             self.fail(now, kind);
@@ -251,7 +283,11 @@ impl<'r> Acquire<'r> {
             (Request::Set, r) if r.is_ok() => vote(0),
             (Request::Set, Reply::Nil) => (ServerOutcome::Held, 0),
             (Request::FencedSet, Reply::Integer(-1)) => (ServerOutcome::Held, 0),
-            (Request::FencedSet, Reply::Integer(c)) if *c >= 0 => vote(*c),
+            (Request::FencedSet, Reply::Nil) => vote(MISSING),
+            (Request::FencedSet, Reply::Bulk(c)) => match parse_counter(c) {
+                Some(c) => vote(c),
+                None => (ServerOutcome::UnexpectedReply, 0),
+            },
             (Request::FenceWrite(_), Reply::Integer(1)) => (ServerOutcome::Ok, 0),
             (Request::FenceWrite(_) | Request::Release, Reply::Integer(0)) => {
                 (ServerOutcome::NotHeld, 0)

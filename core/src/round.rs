@@ -314,6 +314,14 @@ impl Engine {
             .count()
     }
 
+    /// Servers whose outcome is `Ok` and whose value passes `keep`.
+    pub(crate) fn count_ok_where(&self, keep: impl Fn(i64) -> bool) -> usize {
+        self.slots()
+            .iter()
+            .filter(|s| s.outcome == ServerOutcome::Ok && keep(s.value))
+            .count()
+    }
+
     pub(crate) fn pending(&self) -> usize {
         self.count(ServerOutcome::Pending)
     }

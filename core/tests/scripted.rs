@@ -817,10 +817,10 @@ fn fenced_acquire_takes_the_quorum_max_plus_one_and_needs_a_majority_to_confirm(
             d.op.token().as_bytes().to_vec()
         ]
     );
-    d.reply(ms(1), 0, b":3\r\n").unwrap();
+    d.reply(ms(1), 0, b"$1\r\n3\r\n").unwrap();
     d.reply(ms(1), 1, b":-1\r\n").unwrap();
-    d.reply(ms(2), 2, b":7\r\n").unwrap();
-    d.reply(ms(2), 4, b":5\r\n").unwrap();
+    d.reply(ms(2), 2, b"$1\r\n7\r\n").unwrap();
+    d.reply(ms(2), 4, b"$1\r\n5\r\n").unwrap();
     assert!(d.outcome().is_none(), "the fence is not confirmed yet");
     let writes = d.sent(ms(2));
     assert_eq!(writes.len(), 5, "the fence goes to every server");
@@ -830,7 +830,7 @@ fn fenced_acquire_takes_the_quorum_max_plus_one_and_needs_a_majority_to_confirm(
             .all(|s| s.script() == "fence" && s.args[6] == b"8")
     );
     // Server 3's late acquire reply is a straggler of the previous round.
-    d.reply(ms(3), 3, b":0\r\n").unwrap();
+    d.reply(ms(3), 3, b"$-1\r\n").unwrap();
     d.reply(ms(4), 0, b":1\r\n").unwrap();
     d.reply(ms(4), 1, b":0\r\n").unwrap();
     d.reply(ms(5), 2, b":1\r\n").unwrap();
@@ -850,8 +850,9 @@ fn a_fence_not_confirmed_by_a_majority_fails_and_releases() {
     };
     let mut d = acquire(&config, 3, 10_000, ms(0));
     d.sent(ms(0));
-    d.reply(ms(1), 0, b":0\r\n").unwrap();
-    d.reply(ms(1), 1, b":0\r\n").unwrap();
+    d.reply(ms(1), 0, b"$-1\r\n").unwrap();
+    d.reply(ms(1), 1, b"$-1\r\n").unwrap();
+    d.reply(ms(1), 2, b"$-1\r\n").unwrap();
     assert_eq!(d.sent(ms(1)).len(), 3);
     d.reply(ms(2), 0, b":0\r\n").unwrap();
     d.reply(ms(2), 1, b":0\r\n").unwrap();
@@ -1029,4 +1030,65 @@ fn push_replies_are_skipped() {
     assert!(d.outcome().is_none());
     d.reply(ms(1), 0, b"+OK\r\n").unwrap();
     assert!(d.outcome().unwrap().is_ok());
+}
+
+#[test]
+fn a_server_without_a_counter_is_not_counted_when_others_have_one() {
+    let config = Config {
+        fencing: true,
+        ..no_retry()
+    };
+    let mut d = acquire(&config, 3, 10_000, ms(0));
+    d.sent(ms(0));
+    // Server 0 restarted without persistence: its counter is gone.
+    d.reply(ms(1), 0, b"$-1\r\n").unwrap();
+    d.reply(ms(1), 1, b"$2\r\n41\r\n").unwrap();
+    assert!(d.sent(ms(1)).is_empty(), "one counted vote of three");
+    d.reply(ms(2), 2, b"$2\r\n40\r\n").unwrap();
+    // The fence write goes to all three, repairing server 0.
+    let writes = d.sent(ms(2));
+    assert_eq!(writes.len(), 3);
+    assert!(
+        writes
+            .iter()
+            .all(|w| w.script() == "fence" && w.args[6] == b"42")
+    );
+    for s in 0..3 {
+        d.reply(ms(3), s, b":1\r\n").unwrap();
+    }
+    assert_eq!(d.outcome().unwrap().unwrap().fence(), Some(42));
+
+    // Missing on two of three, present on one: no majority of trusted counters.
+    let mut d = acquire(&config, 3, 10_000, ms(0));
+    d.sent(ms(0));
+    d.reply(ms(1), 0, b"$-1\r\n").unwrap();
+    d.reply(ms(1), 1, b"$-1\r\n").unwrap();
+    d.reply(ms(1), 2, b"$1\r\n9\r\n").unwrap();
+    assert_eq!(
+        d.outcome().unwrap().unwrap_err().kind,
+        FailureKind::Unavailable
+    );
+
+    // A new resource: no counter anywhere. Trusted only once every server
+    // answered or failed; then every vote counts, and the fence is 1.
+    let mut d = acquire(&config, 3, 10_000, ms(0));
+    d.sent(ms(0));
+    d.reply(ms(1), 0, b"$-1\r\n").unwrap();
+    d.reply(ms(1), 1, b"$-1\r\n").unwrap();
+    assert!(
+        d.sent(ms(1)).is_empty(),
+        "server 2 may hold the only counter"
+    );
+    d.op.handle_timeout(ms(50));
+    let writes = d.sent(ms(50));
+    assert_eq!(writes.len(), 3);
+    assert!(writes.iter().all(|w| w.args[6] == b"1"));
+    // A garbage counter is an unexpected reply, not a number.
+    let mut d = acquire(&config, 1, 10_000, ms(0));
+    d.sent(ms(0));
+    d.reply(ms(1), 0, b"$3\r\nabc\r\n").unwrap();
+    assert_eq!(
+        d.outcome().unwrap().unwrap_err().report.outcomes(),
+        &[ServerOutcome::UnexpectedReply]
+    );
 }

@@ -27,12 +27,13 @@ pub const EXTEND: Script = Script {
 };
 
 /// F1, first step: `SET key token NX PX ttl` and, if it was set, return the
-/// resource's fence counter (0 when there is none); -1 when not set.
-/// `KEYS[1]` = resource, `KEYS[2]` = counter key, `ARGV[1]` = token,
-/// `ARGV[2]` = ttl in milliseconds.
+/// resource's fence counter as a bulk string, or nil when the server has no
+/// counter (a new resource, or a server that lost its data); `-1` when the
+/// key was not set. `KEYS[1]` = resource, `KEYS[2]` = counter key,
+/// `ARGV[1]` = token, `ARGV[2]` = ttl in milliseconds.
 pub const FENCED_ACQUIRE: Script = Script {
-    source: "if redis.call(\"set\",KEYS[1],ARGV[1],\"NX\",\"PX\",ARGV[2]) then return tonumber(redis.call(\"get\",KEYS[2]) or \"0\") else return -1 end",
-    sha1: "500d6e351269425beccc6347a64213b595e06e34",
+    source: "if redis.call(\"set\",KEYS[1],ARGV[1],\"NX\",\"PX\",ARGV[2]) then return redis.call(\"get\",KEYS[2]) else return -1 end",
+    sha1: "50446b7c72ea05e8841fc9ae94d8e6cde0911c19",
 };
 
 /// F1, second step: raise the fence counter to `ARGV[2]` **only if the lock

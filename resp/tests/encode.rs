@@ -194,5 +194,8 @@ fn an_argument_in_parts_is_one_bulk() {
     let mut cmd = Command::new(&mut buf, 2);
     cmd.arg(b"GET").arg_parts(&[b"res\r\n", b":fence"]);
     let n = cmd.finish().unwrap();
-    assert_eq!(decode_args(&buf[..n]), vec![b"GET".to_vec(), b"res\r\n:fence".to_vec()]);
+    assert_eq!(
+        decode_args(&buf[..n]),
+        vec![b"GET".to_vec(), b"res\r\n:fence".to_vec()]
+    );
 }

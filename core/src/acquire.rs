@@ -124,6 +124,14 @@ impl<'r> Acquire<'r> {
         Ok(op)
     }
 
+    /// Records when `server`'s current incarnation began, learnt by the
+    /// platform on a (re)connect made while this acquisition runs (see
+    /// [`Servers::set_incarnation`]). The restart guard judges each vote by
+    /// what is known when the vote arrives.
+    pub fn set_incarnation(&mut self, server: ServerId, started_at: Instant) {
+        self.servers.set_incarnation(server, started_at);
+    }
+
     /// The token this acquisition uses (the same for every attempt).
     pub fn token(&self) -> &Token {
         &self.token

@@ -168,6 +168,8 @@ pub enum ArgumentError {
     ExtensionLimit,
     /// The lock's validity is over: it can no longer be extended.
     Expired,
+    /// A token longer than [`TOKEN_CAPACITY`](crate::release::TOKEN_CAPACITY) bytes.
+    Token,
 }
 
 impl core::fmt::Display for ArgumentError {
@@ -177,6 +179,7 @@ impl core::fmt::Display for ArgumentError {
             ArgumentError::Rng => "the random number generator failed",
             ArgumentError::ExtensionLimit => "the lock reached its extension limit",
             ArgumentError::Expired => "the lock has expired",
+            ArgumentError::Token => "the token is longer than 64 bytes",
         })
     }
 }

@@ -1,14 +1,20 @@
 //! Release (R3, A7).
 
+use heapless::Vec;
 use redlock_resp::{EncodeError, Reply};
 
 use crate::config::Config;
+use crate::lock::{ArgumentError, Lock};
 use crate::operation::Operation;
 use crate::report::{Report, ServerId, ServerOutcome, Servers};
 use crate::round::{
     Disposition, Engine, Request, Subject, Transmit, Unsolicited, outcome_of_other,
 };
 use crate::time::{Duration, Instant};
+
+/// The longest token [`Release`] accepts (ours are 40 bytes; this leaves
+/// room for other implementations' tokens).
+pub const TOKEN_CAPACITY: usize = 64;
 
 /// What a release did on each server.
 ///
@@ -45,24 +51,46 @@ pub struct Release<'r> {
     #[cfg_attr(not(feature = "mutants"), allow(dead_code))]
     config: Config,
     resource: &'r [u8],
-    token: &'r [u8],
+    token: Vec<u8, TOKEN_CAPACITY>,
     engine: Engine,
     outcome_taken: bool,
 }
 
 impl<'r> Release<'r> {
-    /// Starts releasing `resource` held with `token`. `timeout` bounds each
-    /// server's answer (see [`Config::request_timeout_for`]).
+    /// Starts releasing `resource` held with `token` (any bytes, up to
+    /// [`TOKEN_CAPACITY`]). `timeout` bounds each server's answer (see
+    /// [`Config::request_timeout_for`]).
     pub fn new(
         config: &Config,
         servers: &Servers,
         resource: &'r [u8],
-        token: &'r [u8],
+        token: &[u8],
         timeout: Duration,
         now: Instant,
-    ) -> Release<'r> {
+    ) -> Result<Release<'r>, ArgumentError> {
+        let token = Vec::from_slice(token).map_err(|_| ArgumentError::Token)?;
         let mut engine = Engine::new(servers.len(), timeout);
         engine.start_round(now, Request::Release);
+        Ok(Release {
+            config: *config,
+            resource,
+            token,
+            engine,
+            outcome_taken: false,
+        })
+    }
+
+    /// Starts releasing a lock this client acquired.
+    pub fn for_lock(
+        config: &Config,
+        servers: &Servers,
+        resource: &'r [u8],
+        lock: &Lock,
+        now: Instant,
+    ) -> Release<'r> {
+        let mut engine = Engine::new(servers.len(), config.request_timeout_for(lock.ttl()));
+        engine.start_round(now, Request::Release);
+        let token = Vec::from_slice(lock.token().as_bytes()).unwrap_or_default();
         Release {
             config: *config,
             resource,
@@ -83,7 +111,7 @@ impl Operation for Release<'_> {
     ) -> Result<Option<Transmit>, EncodeError> {
         let subject = Subject {
             resource: self.resource,
-            token: self.token,
+            token: &self.token,
             ttl_ms: 0,
             #[cfg(feature = "mutants")]
             bare_del_release: self.config.mutants.bare_del_release,

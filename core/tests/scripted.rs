@@ -594,14 +594,9 @@ fn a_late_vote_from_an_earlier_attempt_is_not_counted() {
 #[test]
 fn noscript_falls_back_to_eval_transparently() {
     let servers = Servers::new(2).unwrap();
-    let mut d = Drive::new(Release::new(
-        &Config::DEFAULT,
-        &servers,
-        b"res",
-        b"tok",
-        dur(50),
-        ms(0),
-    ));
+    let mut d = Drive::new(
+        Release::new(&Config::DEFAULT, &servers, b"res", b"tok", dur(50), ms(0)).unwrap(),
+    );
     let sent = d.sent(ms(0));
     assert!(sent.iter().all(|s| s.name() == b"EVALSHA"));
     assert_eq!(sent[0].args[1], RELEASE.sha1.as_bytes());
@@ -633,14 +628,9 @@ fn noscript_falls_back_to_eval_transparently() {
     assert_eq!(released.deleted(), 2);
     assert!(released.complete());
     // A second NOSCRIPT (after EVAL) is an error, not a loop.
-    let mut d = Drive::new(Release::new(
-        &Config::DEFAULT,
-        &servers,
-        b"res",
-        b"tok",
-        dur(50),
-        ms(0),
-    ));
+    let mut d = Drive::new(
+        Release::new(&Config::DEFAULT, &servers, b"res", b"tok", dur(50), ms(0)).unwrap(),
+    );
     d.sent(ms(0));
     d.reply(ms(1), 0, b"-NOSCRIPT x\r\n").unwrap();
     d.sent(ms(1));
@@ -659,14 +649,9 @@ fn noscript_falls_back_to_eval_transparently() {
 #[test]
 fn release_is_idempotent_and_waits_for_every_server_or_its_timeout() {
     let servers = Servers::new(3).unwrap();
-    let mut d = Drive::new(Release::new(
-        &Config::DEFAULT,
-        &servers,
-        b"res",
-        b"tok",
-        dur(20),
-        ms(0),
-    ));
+    let mut d = Drive::new(
+        Release::new(&Config::DEFAULT, &servers, b"res", b"tok", dur(20), ms(0)).unwrap(),
+    );
     assert_eq!(d.sent(ms(0)).len(), 3);
     d.reply(ms(1), 0, b":0\r\n").unwrap();
     d.reply(ms(1), 1, b":0\r\n").unwrap();
@@ -898,6 +883,24 @@ fn the_restart_guard_refuses_votes_from_a_recently_restarted_server() {
             ServerOutcome::Held
         ]
     );
+    // An incarnation learnt while the acquisition runs (a reconnect) counts too.
+    let fresh = Servers::new(3).unwrap();
+    let op = Acquire::new(
+        &config,
+        &fresh,
+        b"res",
+        dur(10_000),
+        None,
+        &mut TestRng(0),
+        ms(60_000),
+    )
+    .unwrap();
+    let mut d = Drive::new(op);
+    d.sent(ms(60_000));
+    d.op.set_incarnation(ServerId(2), ms(59_000));
+    d.reply(ms(60_001), 2, b"+OK\r\n").unwrap();
+    d.reply(ms(60_001), 0, b"+OK\r\n").unwrap();
+    assert!(d.outcome().is_none(), "server 2's vote does not count");
     // Once the guard has passed, it counts again.
     let op = Acquire::new(
         &config,
@@ -1091,4 +1094,39 @@ fn a_server_without_a_counter_is_not_counted_when_others_have_one() {
         d.outcome().unwrap().unwrap_err().report.outcomes(),
         &[ServerOutcome::UnexpectedReply]
     );
+}
+
+#[test]
+fn release_takes_any_token_up_to_64_bytes() {
+    let servers = Servers::new(1).unwrap();
+    let long = [b'x'; 64];
+    let mut d =
+        Drive::new(Release::new(&Config::DEFAULT, &servers, b"r", &long, dur(20), ms(0)).unwrap());
+    assert_eq!(d.sent(ms(0))[0].args[4], long);
+    assert_eq!(
+        Release::new(
+            &Config::DEFAULT,
+            &servers,
+            b"r",
+            &[b'x'; 65],
+            dur(20),
+            ms(0)
+        )
+        .err(),
+        Some(ArgumentError::Token)
+    );
+    let (lock, servers) = held_lock(2, 1_000);
+    let mut d = Drive::new(Release::for_lock(
+        &Config::DEFAULT,
+        &servers,
+        b"res",
+        &lock,
+        ms(1),
+    ));
+    let sent = d.sent(ms(1));
+    assert!(
+        sent.iter()
+            .all(|s| s.script() == "release" && s.args[4] == lock.token().as_bytes())
+    );
+    assert_eq!(d.op.poll_timeout(), Some(ms(11)));
 }

@@ -6,6 +6,8 @@
 //! blocking client built on `redlock-resp`, for tests that need to talk to a
 //! server directly.
 
+extern crate alloc;
+
 use core::net::{Ipv4Addr, SocketAddr};
 use core::sync::atomic::{AtomicUsize, Ordering};
 use core::time::Duration;
@@ -16,6 +18,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use redlock_resp::{Arg, Reply, Status};
+
+pub mod sim;
 
 /// How long a server may take to start answering.
 const START_TIMEOUT: Duration = Duration::from_secs(10);

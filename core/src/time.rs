@@ -76,20 +76,21 @@ impl Duration {
     }
 
     /// `self * num / den`, rounded up, without overflow (saturating at
-    /// [`Duration::MAX`]); a zero `den` gives [`Duration::MAX`].
+    /// [`Duration::MAX`]); a zero `den` gives [`Duration::MAX`]. Only `u64`
+    /// arithmetic: 128-bit division is a large library call on MCUs.
     pub const fn mul_ratio_ceil(self, num: u32, den: u32) -> Duration {
         if den == 0 {
             return Duration::MAX;
         }
-        let wide = (self.micros as u128) * (num as u128);
-        let den = den as u128;
-        let q = wide.div_ceil(den);
+        let (num, den) = (num as u64, den as u64);
+        let (q, r) = (self.micros / den, self.micros % den);
+        // q * num + ceil(r * num / den); r < den <= u32::MAX, so r * num fits.
+        let whole = match q.checked_mul(num) {
+            Some(w) => w,
+            None => return Duration::MAX,
+        };
         Duration {
-            micros: if q > u64::MAX as u128 {
-                u64::MAX
-            } else {
-                q as u64
-            },
+            micros: whole.saturating_add((r * num).div_ceil(den)),
         }
     }
 

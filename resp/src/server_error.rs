@@ -40,28 +40,34 @@ pub enum ErrorKind {
     Other,
 }
 
+/// Every kind with a prefix of its own.
+const KINDS: [ErrorKind; 15] = [
+    ErrorKind::Err,
+    ErrorKind::NoScript,
+    ErrorKind::NoAuth,
+    ErrorKind::WrongPass,
+    ErrorKind::NoPerm,
+    ErrorKind::ReadOnly,
+    ErrorKind::Loading,
+    ErrorKind::Busy,
+    ErrorKind::Oom,
+    ErrorKind::WrongType,
+    ErrorKind::MasterDown,
+    ErrorKind::ClusterDown,
+    ErrorKind::Moved,
+    ErrorKind::Ask,
+    ErrorKind::TryAgain,
+];
+
 impl ErrorKind {
     /// Classifies an error by its first word (the text up to the first space).
     pub fn classify(message: &[u8]) -> ErrorKind {
         let code = message.split(|&b| b == b' ').next().unwrap_or_default();
-        match code {
-            b"ERR" => ErrorKind::Err,
-            b"NOSCRIPT" => ErrorKind::NoScript,
-            b"NOAUTH" => ErrorKind::NoAuth,
-            b"WRONGPASS" => ErrorKind::WrongPass,
-            b"NOPERM" => ErrorKind::NoPerm,
-            b"READONLY" => ErrorKind::ReadOnly,
-            b"LOADING" => ErrorKind::Loading,
-            b"BUSY" => ErrorKind::Busy,
-            b"OOM" => ErrorKind::Oom,
-            b"WRONGTYPE" => ErrorKind::WrongType,
-            b"MASTERDOWN" => ErrorKind::MasterDown,
-            b"CLUSTERDOWN" => ErrorKind::ClusterDown,
-            b"MOVED" => ErrorKind::Moved,
-            b"ASK" => ErrorKind::Ask,
-            b"TRYAGAIN" => ErrorKind::TryAgain,
-            _ => ErrorKind::Other,
-        }
+        KINDS
+            .iter()
+            .find(|k| k.as_str().as_bytes() == code)
+            .copied()
+            .unwrap_or(ErrorKind::Other)
     }
 
     /// The prefix this kind stands for (`"OTHER"` for [`ErrorKind::Other`]).

@@ -337,8 +337,10 @@ struct Entry {
     when_ms: Option<u64>,
 }
 
+/// A simulated Redis server (public for the differential test against a
+/// real `redis-server`).
 #[derive(Debug)]
-struct Server {
+pub struct Server {
     clock: Clock,
     up: bool,
     persistent: bool,
@@ -385,8 +387,21 @@ impl Server {
         );
     }
 
-    /// Executes one command; returns the RESP reply bytes.
-    fn execute(&mut self, args: &[Vec<u8>], real: u64) -> Vec<u8> {
+    /// A fresh server with a clock at real time, no persistence.
+    pub fn new_for_test() -> Server {
+        Server {
+            clock: Clock { offset: 0, ppm: 0 },
+            up: true,
+            persistent: false,
+            started_real: 0,
+            data: BTreeMap::new(),
+            scripts: Vec::new(),
+            crashes_since: 0,
+        }
+    }
+
+    /// Executes one command at real time `real` (µs); returns the RESP reply bytes.
+    pub fn execute(&mut self, args: &[Vec<u8>], real: u64) -> Vec<u8> {
         let name = args[0].to_ascii_uppercase();
         match name.as_slice() {
             b"SET" => {

@@ -1,0 +1,483 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+mod transport;
+pub mod url;
+
+use core::fmt;
+use core::time::Duration;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Instant as StdInstant;
+
+use redlock_core::redlock_resp::Limits;
+use redlock_core::{Acquire, Extend, Inspect, Release, Servers};
+pub use redlock_core::{
+    Config, Drift, FailureKind, Holding, Inspection, Released, Report, Retry, ServerId,
+    ServerOutcome,
+};
+
+use crate::transport::{ConnConfig, Transport};
+pub use crate::url::{Secret, ServerUrl, UrlError};
+
+/// Why a call failed. Never contains a password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The lock is held by someone else (after the retries).
+    Conflict(Report),
+    /// Too few servers answered usefully.
+    Unavailable(Report),
+    /// A majority answered, but too late: no validity was left.
+    Expired(Report),
+    /// Extend: the lock is no longer ours on a majority.
+    Lost(Report),
+    /// A bad argument: a ttl under 1 ms, no servers, a bad address, a lock
+    /// past its extension limit or its validity.
+    InvalidArgument(String),
+    /// The operating system's random number generator failed: no token
+    /// could be made (there is no weaker fallback).
+    Rng(String),
+    /// Setting up the client failed (the poll could not be created).
+    Io(String),
+}
+
+impl Error {
+    fn from_failure(kind: FailureKind, report: Report) -> Error {
+        match kind {
+            FailureKind::Conflict => Error::Conflict(report),
+            FailureKind::Expired => Error::Expired(report),
+            FailureKind::Lost => Error::Lost(report),
+            _ => Error::Unavailable(report),
+        }
+    }
+
+    /// The per-server report, for quorum failures.
+    pub fn report(&self) -> Option<&Report> {
+        match self {
+            Error::Conflict(r) | Error::Unavailable(r) | Error::Expired(r) | Error::Lost(r) => {
+                Some(r)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (what, report) = match self {
+            Error::Conflict(r) => ("the lock is held by another client", r),
+            Error::Unavailable(r) => ("too few servers answered", r),
+            Error::Expired(r) => ("a majority answered too late: no validity left", r),
+            Error::Lost(r) => ("the lock is no longer ours on a majority of servers", r),
+            Error::InvalidArgument(s) => return write!(f, "invalid argument: {s}"),
+            Error::Rng(s) => return write!(f, "the OS random number generator failed: {s}"),
+            Error::Io(s) => return write!(f, "I/O error: {s}"),
+        };
+        write!(f, "{what} (")?;
+        for (i, (server, outcome)) in report.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "server {}: {}", server.0, describe(outcome))?;
+        }
+        f.write_str(")")
+    }
+}
+
+impl core::error::Error for Error {}
+
+fn describe(o: ServerOutcome) -> String {
+    match o {
+        ServerOutcome::Ok => "ok".into(),
+        ServerOutcome::Held => "held by another token".into(),
+        ServerOutcome::NotHeld => "not held by us".into(),
+        ServerOutcome::TimedOut => "timed out".into(),
+        ServerOutcome::ServerError(k) => format!("error {k}"),
+        ServerOutcome::ConnectionError => "connection failed".into(),
+        ServerOutcome::UnexpectedReply => "unexpected reply".into(),
+        ServerOutcome::Restarted => "restarted recently (vote not counted)".into(),
+        ServerOutcome::Pending => "no answer needed".into(),
+        _ => format!("{o:?}"),
+    }
+}
+
+/// The OS random number generator, for tokens. A failure is an error.
+struct OsRng;
+
+#[derive(Debug)]
+struct RngError(std::io::Error);
+
+impl fmt::Display for RngError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl core::error::Error for RngError {}
+
+impl rand_core::TryRng for OsRng {
+    type Error = RngError;
+    fn try_next_u32(&mut self) -> Result<u32, RngError> {
+        let mut b = [0u8; 4];
+        self.try_fill_bytes(&mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+    fn try_next_u64(&mut self) -> Result<u64, RngError> {
+        let mut b = [0u8; 8];
+        self.try_fill_bytes(&mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), RngError> {
+        getrandom::fill(dst).map_err(|e| RngError(std::io::Error::other(e.to_string())))
+    }
+}
+
+impl rand_core::TryCryptoRng for OsRng {}
+
+/// A lock held on a majority of the servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lock {
+    resource: Vec<u8>,
+    inner: redlock_core::Lock,
+    /// The transport's clock origin, to turn core instants into std ones.
+    epoch: StdInstant,
+}
+
+impl Lock {
+    /// The locked resource (the key on every server).
+    pub fn resource(&self) -> &[u8] {
+        &self.resource
+    }
+
+    /// The token the servers hold (40 lowercase hex characters).
+    pub fn token(&self) -> &str {
+        self.inner.token().as_str()
+    }
+
+    /// The validity left now, on the monotonic clock (zero once expired).
+    pub fn remaining(&self) -> Duration {
+        self.valid_until()
+            .saturating_duration_since(StdInstant::now())
+    }
+
+    /// The instant after which the lock must be considered lost.
+    pub fn valid_until(&self) -> StdInstant {
+        self.epoch + Duration::from_micros(self.inner.valid_until().as_micros())
+    }
+
+    /// The F1 fencing token, when the client was built with fencing.
+    pub fn fence(&self) -> Option<u64> {
+        self.inner.fence()
+    }
+
+    /// What each server answered in the round that gave the current validity.
+    pub fn report(&self) -> &Report {
+        self.inner.report()
+    }
+
+    /// How many times the lock was extended.
+    pub fn extensions(&self) -> u32 {
+        self.inner.extensions()
+    }
+}
+
+/// Builds a [`Client`].
+#[derive(Debug, Clone)]
+pub struct Builder {
+    servers: Vec<String>,
+    config: Config,
+    ttl: Duration,
+    connect_timeout: Duration,
+    limits: Limits,
+}
+
+impl Builder {
+    /// Adds servers, as `redis://[[user]:password@]host[:port][/db]` or `host:port`.
+    pub fn servers<I: IntoIterator<Item = S>, S: AsRef<str>>(mut self, urls: I) -> Self {
+        self.servers
+            .extend(urls.into_iter().map(|s| s.as_ref().to_string()));
+        self
+    }
+
+    /// The ttl of [`Client::lock`] (default 10 s).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Retries after a failed attempt (default 3, with 0-200 ms of jitter).
+    pub fn retry(mut self, retries: u32, jitter: Duration) -> Self {
+        self.config.retry = Retry {
+            retries,
+            jitter: core_duration(jitter),
+        };
+        self
+    }
+
+    /// How long each server may take to answer one request (default: 1% of
+    /// the ttl, clamped to 5-50 ms).
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.config.request_timeout = Some(core_duration(timeout));
+        self
+    }
+
+    /// The clock-drift allowance: `ttl * num / den + constant` (default `ttl/100 + 2 ms`).
+    pub fn drift(mut self, num: u32, den: u32, constant: Duration) -> Self {
+        self.config.drift = Drift {
+            ratio_num: num,
+            ratio_den: den,
+            constant: core_duration(constant),
+        };
+        self
+    }
+
+    /// How many times a lock may be extended (default: no limit).
+    pub fn max_extensions(mut self, max: u32) -> Self {
+        self.config.max_extensions = Some(max);
+        self
+    }
+
+    /// Acquire with F1 fencing tokens.
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.config.fencing = on;
+        self
+    }
+
+    /// Refuse votes from servers that restarted less than `max_ttl` ago (the
+    /// delayed-restart rule, enforced by the client). Give the largest ttl
+    /// any client uses on these servers.
+    pub fn restart_guard(mut self, max_ttl: Option<Duration>) -> Self {
+        self.config.restart_guard = max_ttl.map(core_duration);
+        self
+    }
+
+    /// How long a connect may take (default 1 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Limits on what servers may send (default: [`Limits::DEFAULT`]).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Checks the settings and makes the client. Connections open lazily.
+    pub fn build(self) -> Result<Client, Error> {
+        let urls = self
+            .servers
+            .iter()
+            .map(|s| s.parse::<ServerUrl>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let servers =
+            Servers::new(urls.len()).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let conn = ConnConfig {
+            connect_timeout: self.connect_timeout,
+            backoff_min: Duration::from_millis(10),
+            backoff_max: Duration::from_secs(2),
+            limits: self.limits,
+        };
+        let transport = Transport::new(&urls, conn).map_err(|e| Error::Io(e.to_string()))?;
+        Ok(Client {
+            inner: Mutex::new(Inner { transport, servers }),
+            config: self.config,
+            ttl: self.ttl,
+        })
+    }
+}
+
+fn core_duration(d: Duration) -> redlock_core::Duration {
+    redlock_core::Duration::from_micros(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+#[derive(Debug)]
+struct Inner {
+    transport: Transport,
+    servers: Servers,
+}
+
+/// A Redlock client over N independent Redis masters.
+///
+/// `Send + Sync`: share it between threads (in an `Arc`). In this version,
+/// calls from different threads take turns on the client's connections.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// let client = redlock_std::Client::builder()
+///     .servers(["127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7002"])
+///     .build()?;
+/// let lock = client.lock(b"orders", Duration::from_secs(10))?;
+/// // ... work, finishing before lock.remaining() runs out ...
+/// client.unlock(&lock)?;
+/// # Ok::<(), redlock_std::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Client {
+    inner: Mutex<Inner>,
+    config: Config,
+    ttl: Duration,
+}
+
+impl Client {
+    /// A builder with the defaults.
+    pub fn builder() -> Builder {
+        Builder {
+            servers: Vec::new(),
+            config: Config::DEFAULT,
+            ttl: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(1),
+            limits: Limits::DEFAULT,
+        }
+    }
+
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        // A panic in another thread cannot leave the connections in a state
+        // that breaks safety: the core re-checks everything per operation.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The default ttl.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// Acquires `resource` for `ttl`, retrying as configured.
+    pub fn lock(&self, resource: &[u8], ttl: Duration) -> Result<Lock, Error> {
+        self.acquire(resource, ttl, self.config, None)
+    }
+
+    /// One attempt, no retries.
+    pub fn try_lock(&self, resource: &[u8], ttl: Duration) -> Result<Lock, Error> {
+        let config = Config {
+            retry: Retry::NONE,
+            ..self.config
+        };
+        self.acquire(resource, ttl, config, None)
+    }
+
+    /// Retries with jitter until `deadline` (no retry starts after it).
+    pub fn lock_until(
+        &self,
+        resource: &[u8],
+        ttl: Duration,
+        deadline: StdInstant,
+    ) -> Result<Lock, Error> {
+        let config = Config {
+            retry: Retry {
+                retries: u32::MAX,
+                ..self.config.retry
+            },
+            ..self.config
+        };
+        self.acquire(resource, ttl, config, Some(deadline))
+    }
+
+    fn acquire(
+        &self,
+        resource: &[u8],
+        ttl: Duration,
+        config: Config,
+        deadline: Option<StdInstant>,
+    ) -> Result<Lock, Error> {
+        let mut inner = self.inner();
+        let Inner { transport, servers } = &mut *inner;
+        for (server, started) in transport.incarnations() {
+            servers.set_incarnation(server, started);
+        }
+        let now = transport.now();
+        let deadline = deadline.map(|d| {
+            let from_now = d.saturating_duration_since(StdInstant::now());
+            now.saturating_add(core_duration(from_now))
+        });
+        let mut op = Acquire::new(
+            &config,
+            servers,
+            resource,
+            core_duration(ttl),
+            deadline,
+            &mut OsRng,
+            now,
+        )
+        .map_err(|e| match e {
+            redlock_core::ArgumentError::Rng => Error::Rng("no entropy".into()),
+            e => Error::InvalidArgument(e.to_string()),
+        })?;
+        let outcome = transport.run(&mut op, |op, server, started| {
+            op.set_incarnation(server, started)
+        });
+        let epoch = transport.epoch();
+        match outcome {
+            Ok(lock) => Ok(Lock {
+                resource: resource.to_vec(),
+                inner: lock,
+                epoch,
+            }),
+            Err(e) => Err(Error::from_failure(e.kind, e.report)),
+        }
+    }
+
+    /// Releases `lock` on every server (idempotent: an expired lock is fine).
+    pub fn unlock(&self, lock: &Lock) -> Result<Released, Error> {
+        let mut inner = self.inner();
+        let Inner { transport, servers } = &mut *inner;
+        let now = transport.now();
+        let mut op = Release::for_lock(&self.config, servers, &lock.resource, &lock.inner, now);
+        Ok(transport.run(&mut op, |_, _, _| {}))
+    }
+
+    /// Releases `resource` held with `token` (a lock taken by another process).
+    pub fn unlock_token(&self, resource: &[u8], token: &[u8]) -> Result<Released, Error> {
+        let mut inner = self.inner();
+        let Inner { transport, servers } = &mut *inner;
+        let now = transport.now();
+        let timeout = self.config.request_timeout_for(core_duration(self.ttl));
+        let mut op = Release::new(&self.config, servers, resource, token, timeout, now)
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        Ok(transport.run(&mut op, |_, _, _| {}))
+    }
+
+    /// Extends `lock` to a fresh `ttl`. On failure the lock keeps its old validity.
+    pub fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<(), Error> {
+        let mut inner = self.inner();
+        let Inner { transport, servers } = &mut *inner;
+        let now = transport.now();
+        let mut op = Extend::new(
+            &self.config,
+            servers,
+            &lock.resource,
+            &lock.inner,
+            core_duration(ttl),
+            now,
+        )
+        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        match transport.run(&mut op, |_, _, _| {}) {
+            Ok(extended) => {
+                lock.inner = extended;
+                Ok(())
+            }
+            Err(e) => Err(Error::from_failure(e.kind, e.report)),
+        }
+    }
+
+    /// Per server: who holds `resource`, and for how long.
+    pub fn inspect(&self, resource: &[u8]) -> Result<Inspection, Error> {
+        let mut inner = self.inner();
+        let Inner { transport, servers } = &mut *inner;
+        let now = transport.now();
+        let timeout = self.config.request_timeout_for(core_duration(self.ttl));
+        let mut op = Inspect::new(servers, resource, timeout, now);
+        Ok(transport.run(&mut op, |_, _, _| {}))
+    }
+
+    /// The servers, as given (passwords hidden when displayed).
+    pub fn server_urls(&self) -> Vec<ServerUrl> {
+        let inner = self.inner();
+        (0..inner.transport.len())
+            .filter_map(|i| inner.transport.url(i).cloned())
+            .collect()
+    }
+}

@@ -17,6 +17,9 @@ use std::time::Instant;
 use redlock_std::{Client, ServerOutcome};
 use redlock_tests::RedisServer;
 
+/// How a fake server answers what it read.
+type Behaviour = fn(&mut TcpStream, &[u8], &AtomicBool);
+
 /// A fake server: accepts connections and answers every read with `behave`.
 struct Fake {
     addr: String,
@@ -25,7 +28,7 @@ struct Fake {
 }
 
 impl Fake {
-    fn start(behave: fn(&mut TcpStream, &[u8], &AtomicBool)) -> Fake {
+    fn start(behave: Behaviour) -> Fake {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap().to_string();
@@ -114,7 +117,7 @@ fn deep_nesting(c: &mut TcpStream, _: &[u8], _: &AtomicBool) {
 #[test]
 fn every_bad_server_fails_alone_and_fast() {
     let real: Vec<RedisServer> = (0..4).map(|_| RedisServer::start().unwrap()).collect();
-    let cases: [(&str, fn(&mut TcpStream, &[u8], &AtomicBool)); 6] = [
+    let cases: [(&str, Behaviour); 6] = [
         ("garbage", garbage),
         ("too large", too_large),
         ("close mid-reply", close_mid_reply),

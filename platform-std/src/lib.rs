@@ -5,7 +5,9 @@ extern crate alloc;
 
 mod transport;
 pub mod url;
+mod watchdog;
 
+use alloc::sync::Arc;
 use core::fmt;
 use core::time::Duration;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -20,6 +22,7 @@ pub use redlock_core::{
 
 use crate::transport::{ConnConfig, Transport};
 pub use crate::url::{Secret, ServerUrl, UrlError};
+pub use crate::watchdog::{AutoLock, LockGuard, Lost};
 
 /// Why a call failed. Never contains a password.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -282,10 +285,13 @@ impl Builder {
             limits: self.limits,
         };
         let transport = Transport::new(&urls, conn).map_err(|e| Error::Io(e.to_string()))?;
-        Ok(Client {
+        let shared = Shared {
             inner: Mutex::new(Inner { transport, servers }),
             config: self.config,
             ttl: self.ttl,
+        };
+        Ok(Client {
+            shared: Arc::new(shared),
         })
     }
 }
@@ -302,8 +308,9 @@ struct Inner {
 
 /// A Redlock client over N independent Redis masters.
 ///
-/// `Send + Sync`: share it between threads (in an `Arc`). In this version,
-/// calls from different threads take turns on the client's connections.
+/// `Send + Sync` and cheap to clone (clones share the connections): use it
+/// from many threads. In this version, calls from different threads take
+/// turns on the client's connections.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -315,8 +322,13 @@ struct Inner {
 /// client.unlock(&lock)?;
 /// # Ok::<(), redlock_std::Error>(())
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Client {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
     inner: Mutex<Inner>,
     config: Config,
     ttl: Duration,
@@ -337,24 +349,27 @@ impl Client {
     fn inner(&self) -> MutexGuard<'_, Inner> {
         // A panic in another thread cannot leave the connections in a state
         // that breaks safety: the core re-checks everything per operation.
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        self.shared
+            .inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The default ttl.
     pub fn ttl(&self) -> Duration {
-        self.ttl
+        self.shared.ttl
     }
 
     /// Acquires `resource` for `ttl`, retrying as configured.
     pub fn lock(&self, resource: &[u8], ttl: Duration) -> Result<Lock, Error> {
-        self.acquire(resource, ttl, self.config, None)
+        self.acquire(resource, ttl, self.shared.config, None)
     }
 
     /// One attempt, no retries.
     pub fn try_lock(&self, resource: &[u8], ttl: Duration) -> Result<Lock, Error> {
         let config = Config {
             retry: Retry::NONE,
-            ..self.config
+            ..self.shared.config
         };
         self.acquire(resource, ttl, config, None)
     }
@@ -369,9 +384,9 @@ impl Client {
         let config = Config {
             retry: Retry {
                 retries: u32::MAX,
-                ..self.config.retry
+                ..self.shared.config.retry
             },
-            ..self.config
+            ..self.shared.config
         };
         self.acquire(resource, ttl, config, Some(deadline))
     }
@@ -425,7 +440,13 @@ impl Client {
         let mut inner = self.inner();
         let Inner { transport, servers } = &mut *inner;
         let now = transport.now();
-        let mut op = Release::for_lock(&self.config, servers, &lock.resource, &lock.inner, now);
+        let mut op = Release::for_lock(
+            &self.shared.config,
+            servers,
+            &lock.resource,
+            &lock.inner,
+            now,
+        );
         Ok(transport.run(&mut op, |_, _, _| {}))
     }
 
@@ -434,8 +455,11 @@ impl Client {
         let mut inner = self.inner();
         let Inner { transport, servers } = &mut *inner;
         let now = transport.now();
-        let timeout = self.config.request_timeout_for(core_duration(self.ttl));
-        let mut op = Release::new(&self.config, servers, resource, token, timeout, now)
+        let timeout = self
+            .shared
+            .config
+            .request_timeout_for(core_duration(self.shared.ttl));
+        let mut op = Release::new(&self.shared.config, servers, resource, token, timeout, now)
             .map_err(|e| Error::InvalidArgument(e.to_string()))?;
         Ok(transport.run(&mut op, |_, _, _| {}))
     }
@@ -446,7 +470,7 @@ impl Client {
         let Inner { transport, servers } = &mut *inner;
         let now = transport.now();
         let mut op = Extend::new(
-            &self.config,
+            &self.shared.config,
             servers,
             &lock.resource,
             &lock.inner,
@@ -468,9 +492,29 @@ impl Client {
         let mut inner = self.inner();
         let Inner { transport, servers } = &mut *inner;
         let now = transport.now();
-        let timeout = self.config.request_timeout_for(core_duration(self.ttl));
+        let timeout = self
+            .shared
+            .config
+            .request_timeout_for(core_duration(self.shared.ttl));
         let mut op = Inspect::new(servers, resource, timeout, now);
         Ok(transport.run(&mut op, |_, _, _| {}))
+    }
+
+    /// The per-request timeout for operations with `ttl`.
+    pub fn request_timeout(&self, ttl: Duration) -> Duration {
+        Duration::from_micros(
+            self.shared
+                .config
+                .request_timeout_for(core_duration(ttl))
+                .as_micros(),
+        )
+    }
+
+    pub(crate) fn extension_limit_reached(&self, lock: &Lock) -> bool {
+        self.shared
+            .config
+            .max_extensions
+            .is_some_and(|max| lock.extensions() >= max)
     }
 
     /// The servers, as given (passwords hidden when displayed).

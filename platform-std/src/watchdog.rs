@@ -1,0 +1,323 @@
+//! `LockGuard` (release on drop) and the watchdog (SPEC F2): a lock kept
+//! alive by extending it, that tells the application at once when it is lost.
+
+use alloc::sync::Arc;
+use core::ops::Deref;
+use core::sync::atomic::{AtomicBool, Ordering};
+use core::time::Duration;
+use std::sync::{Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crate::{Client, Error, Lock, Released};
+
+/// A lock released when dropped (errors on that release are ignored; call
+/// [`LockGuard::release`] to see them).
+#[derive(Debug)]
+pub struct LockGuard {
+    client: Client,
+    lock: Option<Lock>,
+}
+
+impl LockGuard {
+    pub(crate) fn new(client: Client, lock: Lock) -> LockGuard {
+        LockGuard {
+            client,
+            lock: Some(lock),
+        }
+    }
+
+    /// Releases now and returns what each server did.
+    pub fn release(mut self) -> Result<Released, Error> {
+        match self.lock.take() {
+            Some(lock) => self.client.unlock(&lock),
+            None => Err(Error::InvalidArgument("already released".into())),
+        }
+    }
+
+    /// Gives the lock back without releasing it.
+    pub fn into_lock(mut self) -> Option<Lock> {
+        self.lock.take()
+    }
+}
+
+impl Deref for LockGuard {
+    type Target = Lock;
+    fn deref(&self) -> &Lock {
+        // Only `release` and `into_lock` take it, and both consume the guard.
+        self.lock
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("a guard always holds its lock until consumed"))
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if let Some(lock) = self.lock.take() {
+            let _ = self.client.unlock(&lock);
+        }
+    }
+}
+
+/// Why a watched lock was lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Lost {
+    /// A majority said the key is no longer ours (expired, deleted, or taken).
+    NotHeld,
+    /// Extensions kept failing (servers unavailable) and the validity was
+    /// about to end.
+    Unavailable,
+    /// The extension limit was reached; the lock was given up before its
+    /// validity ended.
+    ExtensionLimit,
+}
+
+impl core::fmt::Display for Lost {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Lost::NotHeld => "the lock is no longer held on a majority of servers",
+            Lost::Unavailable => "the lock could not be extended before its validity ended",
+            Lost::ExtensionLimit => "the lock reached its extension limit",
+        })
+    }
+}
+
+type Callback = Box<dyn Fn(&Lost) + Send + Sync>;
+
+struct Watch {
+    lock: Mutex<Lock>,
+    lost: Mutex<Option<Lost>>,
+    changed: Condvar,
+    stop: AtomicBool,
+    on_lost: Option<Callback>,
+}
+
+impl core::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Watch")
+            .field("lost", &self.lost)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Watch {
+    fn lose(&self, why: Lost) {
+        let mut lost = self.lost.lock().unwrap_or_else(PoisonError::into_inner);
+        if lost.is_none() {
+            if let Some(cb) = &self.on_lost {
+                cb(&why);
+            }
+            *lost = Some(why);
+        }
+        self.changed.notify_all();
+    }
+
+    fn lock(&self) -> Lock {
+        self.lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// A lock kept alive by a watchdog thread (SPEC F2).
+///
+/// The watchdog extends the lock when a third of its validity is left
+/// (honouring the extension limit), and declares it lost at once when a
+/// majority says it is no longer ours, or before the local validity ends
+/// when extensions keep failing. Learn of a loss by polling
+/// [`AutoLock::is_lost`], by blocking in [`AutoLock::wait_lost`], or with the
+/// callback given to [`Client::lock_auto_extend_with`]. Dropping it stops the
+/// watchdog and releases the lock.
+#[derive(Debug)]
+pub struct AutoLock {
+    client: Client,
+    watch: Arc<Watch>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl AutoLock {
+    /// True once the lock is lost.
+    pub fn is_lost(&self) -> bool {
+        self.lost().is_some()
+    }
+
+    /// Why the lock was lost, if it was.
+    pub fn lost(&self) -> Option<Lost> {
+        self.watch
+            .lost
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Blocks until the lock is lost or `timeout` passes; returns why it was
+    /// lost, or `None` on timeout.
+    pub fn wait_lost(&self, timeout: Duration) -> Option<Lost> {
+        let guard = self
+            .watch
+            .lost
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (guard, _) = self
+            .watch
+            .changed
+            .wait_timeout_while(guard, timeout, |lost| lost.is_none())
+            .unwrap_or_else(PoisonError::into_inner);
+        guard.clone()
+    }
+
+    /// The lock as last extended.
+    pub fn lock(&self) -> Lock {
+        self.watch.lock()
+    }
+
+    /// Stops the watchdog and releases the lock.
+    pub fn release(mut self) -> Result<Released, Error> {
+        self.stop();
+        let lock = self.watch.lock();
+        self.client.unlock(&lock)
+    }
+
+    fn stop(&mut self) {
+        self.watch.stop.store(true, Ordering::SeqCst);
+        self.watch.changed.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for AutoLock {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            self.stop();
+            let lock = self.watch.lock();
+            let _ = self.client.unlock(&lock);
+        }
+    }
+}
+
+/// Sleeps until `until` unless the watch is stopped first; true if stopped.
+fn sleep_until(watch: &Watch, until: Instant) -> bool {
+    let mut guard = watch.lost.lock().unwrap_or_else(PoisonError::into_inner);
+    loop {
+        if watch.stop.load(Ordering::SeqCst) {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= until {
+            return false;
+        }
+        guard = watch
+            .changed
+            .wait_timeout(guard, until - now)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
+    }
+}
+
+fn run(client: Client, watch: Arc<Watch>, ttl: Duration) {
+    let request_timeout = client.request_timeout(ttl);
+    loop {
+        let lock = watch.lock();
+        let validity = Duration::from_micros(lock.inner.validity().as_micros());
+        // Extend when a third of the validity is left; give up (lost) when
+        // less than a margin is left without a successful extension.
+        let extend_at = lock
+            .valid_until()
+            .checked_sub(validity / 3)
+            .unwrap_or_else(Instant::now);
+        let margin = (request_timeout * 2).max(validity / 10);
+        let give_up_at = lock
+            .valid_until()
+            .checked_sub(margin)
+            .unwrap_or_else(Instant::now);
+        if sleep_until(&watch, extend_at) {
+            return;
+        }
+        loop {
+            if watch.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            if Instant::now() >= give_up_at {
+                watch.lose(Lost::Unavailable);
+                return;
+            }
+            let mut attempt = watch.lock();
+            match client.extend(&mut attempt, ttl) {
+                Ok(()) => {
+                    *watch.lock.lock().unwrap_or_else(PoisonError::into_inner) = attempt;
+                    break;
+                }
+                Err(Error::Lost(_)) => {
+                    watch.lose(Lost::NotHeld);
+                    return;
+                }
+                Err(Error::InvalidArgument(_)) if client.extension_limit_reached(&attempt) => {
+                    // No more extensions: hand the lock back before it ends.
+                    if !sleep_until(&watch, give_up_at) {
+                        watch.lose(Lost::ExtensionLimit);
+                    }
+                    return;
+                }
+                Err(_) => {
+                    // Unavailable or expired round: try again shortly.
+                    if sleep_until(&watch, Instant::now() + request_timeout) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Client {
+    /// Acquires `resource` and returns a guard that releases it when dropped.
+    pub fn lock_guard(&self, resource: &[u8], ttl: Duration) -> Result<LockGuard, Error> {
+        Ok(LockGuard::new(self.clone(), self.lock(resource, ttl)?))
+    }
+
+    /// Acquires `resource` and keeps it alive with a watchdog (SPEC F2).
+    pub fn lock_auto_extend(&self, resource: &[u8], ttl: Duration) -> Result<AutoLock, Error> {
+        self.start_watch(resource, ttl, None)
+    }
+
+    /// Like [`Client::lock_auto_extend`], calling `on_lost` (from the
+    /// watchdog thread) as soon as the lock is lost.
+    pub fn lock_auto_extend_with(
+        &self,
+        resource: &[u8],
+        ttl: Duration,
+        on_lost: impl Fn(&Lost) + Send + Sync + 'static,
+    ) -> Result<AutoLock, Error> {
+        self.start_watch(resource, ttl, Some(Box::new(on_lost)))
+    }
+
+    fn start_watch(
+        &self,
+        resource: &[u8],
+        ttl: Duration,
+        on_lost: Option<Callback>,
+    ) -> Result<AutoLock, Error> {
+        let lock = self.lock(resource, ttl)?;
+        let watch = Arc::new(Watch {
+            lock: Mutex::new(lock),
+            lost: Mutex::new(None),
+            changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+            on_lost,
+        });
+        let (client, w) = (self.clone(), watch.clone());
+        let thread = std::thread::Builder::new()
+            .name("redlock-watchdog".into())
+            .spawn(move || run(client, w, ttl))
+            .map_err(|e| Error::Io(e.to_string()))?;
+        Ok(AutoLock {
+            client: self.clone(),
+            watch,
+            thread: Some(thread),
+        })
+    }
+}

@@ -139,10 +139,49 @@ impl rand_core::TryRng for OsRng {
 
 impl rand_core::TryCryptoRng for OsRng {}
 
+/// A resource name, inline up to 128 bytes (no allocation per lock), on the
+/// heap beyond.
+#[derive(Clone, PartialEq, Eq)]
+enum Resource {
+    Inline {
+        len: u8,
+        bytes: [u8; INLINE_RESOURCE],
+    },
+    Heap(Box<[u8]>),
+}
+
+const INLINE_RESOURCE: usize = 128;
+
+impl Resource {
+    fn new(name: &[u8]) -> Resource {
+        match u8::try_from(name.len()) {
+            Ok(len) if name.len() <= INLINE_RESOURCE => {
+                let mut bytes = [0u8; INLINE_RESOURCE];
+                bytes[..name.len()].copy_from_slice(name);
+                Resource::Inline { len, bytes }
+            }
+            _ => Resource::Heap(name.into()),
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Resource::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Resource::Heap(b) => b,
+        }
+    }
+}
+
+impl fmt::Debug for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self.as_bytes()))
+    }
+}
+
 /// A lock held on a majority of the servers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lock {
-    resource: Vec<u8>,
+    resource: Resource,
     inner: redlock_core::Lock,
     /// The transport's clock origin, to turn core instants into std ones.
     epoch: StdInstant,
@@ -151,7 +190,7 @@ pub struct Lock {
 impl Lock {
     /// The locked resource (the key on every server).
     pub fn resource(&self) -> &[u8] {
-        &self.resource
+        self.resource.as_bytes()
     }
 
     /// The token the servers hold (40 lowercase hex characters).
@@ -427,7 +466,7 @@ impl Client {
         let epoch = transport.epoch();
         match outcome {
             Ok(lock) => Ok(Lock {
-                resource: resource.to_vec(),
+                resource: Resource::new(resource),
                 inner: lock,
                 epoch,
             }),
@@ -443,7 +482,7 @@ impl Client {
         let mut op = Release::for_lock(
             &self.shared.config,
             servers,
-            &lock.resource,
+            lock.resource.as_bytes(),
             &lock.inner,
             now,
         );
@@ -472,7 +511,7 @@ impl Client {
         let mut op = Extend::new(
             &self.shared.config,
             servers,
-            &lock.resource,
+            lock.resource.as_bytes(),
             &lock.inner,
             core_duration(ttl),
             now,

@@ -30,6 +30,7 @@ pub struct RedisServer {
     child: Child,
     port: u16,
     dir: PathBuf,
+    extra: Vec<String>,
 }
 
 impl RedisServer {
@@ -63,7 +64,20 @@ impl RedisServer {
             port
         ));
         std::fs::create_dir_all(&dir)?;
-        let child = Command::new("redis-server")
+        let child = RedisServer::command(port, &dir, extra)?;
+        let extra = extra.iter().map(|s| s.to_string()).collect();
+        let mut server = RedisServer {
+            child,
+            port,
+            dir,
+            extra,
+        };
+        server.wait_ready()?;
+        Ok(server)
+    }
+
+    fn command(port: u16, dir: &std::path::Path, extra: &[&str]) -> io::Result<Child> {
+        Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
             .arg("--dir")
@@ -78,10 +92,43 @@ impl RedisServer {
                     e.kind(),
                     format!("cannot run redis-server (is it installed?): {e}"),
                 )
-            })?;
-        let mut server = RedisServer { child, port, dir };
-        server.wait_ready()?;
-        Ok(server)
+            })
+    }
+
+    /// Kills the server with SIGKILL (no shutdown save) and waits for it.
+    pub fn kill(&mut self) -> io::Result<()> {
+        self.child.kill()?;
+        self.child.wait()?;
+        Ok(())
+    }
+
+    /// Starts it again on the same port, in the same folder, with the same
+    /// arguments (so it reloads its append-only file if persistence is on).
+    pub fn restart(&mut self) -> io::Result<()> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            // The port may linger briefly after the kill.
+            let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+            self.child = RedisServer::command(self.port, &self.dir, &extra)?;
+            match self.wait_ready() {
+                Ok(()) => return Ok(()),
+                Err(e) if Instant::now() > deadline => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    /// Sends a signal (`"STOP"`, `"CONT"`, ...) with `kill(1)`.
+    pub fn signal(&self, name: &str) -> io::Result<()> {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.pid().to_string())
+            .status()?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!("kill -{name} failed")))
+        }
     }
 
     fn wait_ready(&mut self) -> io::Result<()> {

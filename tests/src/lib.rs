@@ -81,7 +81,7 @@ impl RedisServer {
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
             .arg("--dir")
-            .arg(&dir)
+            .arg(dir)
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

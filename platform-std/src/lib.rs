@@ -183,7 +183,7 @@ impl fmt::Debug for Resource {
 pub struct Lock {
     resource: Resource,
     inner: redlock_core::Lock,
-    /// The transport's clock origin, to turn core instants into std ones.
+    /// When the transport's clock read its origin, to turn core instants into std ones.
     epoch: StdInstant,
 }
 
@@ -206,7 +206,12 @@ impl Lock {
 
     /// The instant after which the lock must be considered lost.
     pub fn valid_until(&self) -> StdInstant {
-        self.epoch + Duration::from_micros(self.inner.valid_until().as_micros())
+        let since_epoch = self
+            .inner
+            .valid_until()
+            .as_micros()
+            .saturating_sub(transport::CLOCK_ORIGIN_MICROS);
+        self.epoch + Duration::from_micros(since_epoch)
     }
 
     /// The F1 fencing token, when the client was built with fencing.

@@ -89,6 +89,11 @@ pub(crate) struct Transport {
 
 const READ_CHUNK: usize = 16 * 1024;
 
+/// The core's clock reads this many microseconds when the transport is made
+/// (20 years), so that instants before it, such as when a server that has
+/// been up for months started, are representable for the restart guard.
+pub(crate) const CLOCK_ORIGIN_MICROS: u64 = 20 * 365 * 24 * 3600 * 1_000_000;
+
 /// Requests one connection may have unanswered; past this the server is
 /// considered stuck and the connection is closed (bounded memory when a
 /// server stops answering, e.g. SIGSTOP).
@@ -128,7 +133,7 @@ impl Transport {
         self.conns.len()
     }
 
-    /// The origin of the core's clock.
+    /// The std instant at which the core's clock reads [`CLOCK_ORIGIN_MICROS`].
     pub(crate) fn epoch(&self) -> StdInstant {
         self.epoch
     }
@@ -139,11 +144,12 @@ impl Transport {
     }
 
     fn core_instant(&self, t: StdInstant) -> Instant {
-        Instant::from_micros(t.saturating_duration_since(self.epoch).as_micros() as u64)
+        let since = t.saturating_duration_since(self.epoch).as_micros() as u64;
+        Instant::from_micros(CLOCK_ORIGIN_MICROS.saturating_add(since))
     }
 
     fn std_instant(&self, t: Instant) -> StdInstant {
-        self.epoch + StdDuration::from_micros(t.as_micros())
+        self.epoch + StdDuration::from_micros(t.as_micros().saturating_sub(CLOCK_ORIGIN_MICROS))
     }
 
     /// The URL of `server`.

@@ -19,6 +19,7 @@ use std::time::Instant;
 
 use redlock_resp::{Arg, Reply, Status};
 
+pub mod proxy;
 pub mod sim;
 
 /// How long a server may take to start answering.

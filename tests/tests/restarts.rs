@@ -42,6 +42,10 @@ fn hold_then_restart(servers: &mut [RedisServer]) -> redlock_std::Lock {
 #[test]
 fn without_persistence_a_restart_loses_the_key_and_the_guard_refuses_its_vote() {
     let mut servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start().unwrap()).collect();
+    // The guard distrusts every server up for less than it (uptime has a
+    // resolution of one second): let the others be up for longer.
+    let guard = Duration::from_secs(2);
+    std::thread::sleep(Duration::from_secs(3));
     let _held = hold_then_restart(&mut servers);
     assert_eq!(
         servers[0]
@@ -53,7 +57,7 @@ fn without_persistence_a_restart_loses_the_key_and_the_guard_refuses_its_vote() 
         "key forgotten"
     );
     // With the guard, the restarted server's vote does not count.
-    let b = client(&servers, Some(Duration::from_secs(30)));
+    let b = client(&servers, Some(guard));
     let err = b.lock(b"res", Duration::from_secs(30)).unwrap_err();
     let report = err.report().unwrap();
     assert_eq!(

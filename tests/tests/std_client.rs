@@ -138,7 +138,9 @@ fn a_foreign_value_on_a_minority_or_a_majority() {
             .unwrap();
     }
     let lock = c.lock(b"minority", Duration::from_secs(5)).unwrap();
-    assert_eq!(lock.report().count(ServerOutcome::Held), 2);
+    // Decided on the three free servers (the two refusals may come later).
+    assert_eq!(lock.report().count(ServerOutcome::Ok), 3);
+    assert!(lock.report().count(ServerOutcome::Held) <= 2);
     c.unlock(&lock).unwrap();
     // The foreign values are untouched by our release.
     assert_eq!(

@@ -1,0 +1,175 @@
+//! A small TCP fault proxy on 127.0.0.1 for tests: put it between a client
+//! and a real server, then switch its [`Fault`] at any time.
+
+use alloc::sync::Arc;
+use core::net::SocketAddr;
+use core::sync::atomic::{AtomicBool, Ordering};
+use core::time::Duration;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::{Mutex, PoisonError};
+use std::thread;
+
+/// What the proxy does to the bytes it forwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Forward as they come.
+    Pass,
+    /// Forward after this delay (both directions, order kept).
+    Delay(Duration),
+    /// Keep the bytes until the fault changes, then forward them.
+    Hold,
+    /// Drop the bytes (the connection stays open: a black hole).
+    Blackhole,
+    /// Close every connection (a reset), and new ones at once.
+    Reset,
+    /// Forward one byte per interval.
+    Drip(Duration),
+}
+
+#[derive(Debug)]
+struct Shared {
+    fault: Mutex<Fault>,
+    stop: AtomicBool,
+}
+
+impl Shared {
+    fn fault(&self) -> Fault {
+        *self.fault.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A running proxy; stops when dropped.
+#[derive(Debug)]
+pub struct FaultProxy {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+}
+
+impl FaultProxy {
+    /// Starts a proxy to `upstream` on a free loopback port.
+    pub fn start(upstream: SocketAddr) -> io::Result<FaultProxy> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            fault: Mutex::new(Fault::Pass),
+            stop: AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        thread::spawn(move || {
+            while !s.stop.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        if s.fault() == Fault::Reset {
+                            let _ = client.shutdown(Shutdown::Both);
+                            continue;
+                        }
+                        let Ok(server) = TcpStream::connect(upstream) else {
+                            continue;
+                        };
+                        let _ = client.set_nodelay(true);
+                        let _ = server.set_nodelay(true);
+                        for (from, to) in [
+                            (client.try_clone(), server.try_clone()),
+                            (server.try_clone(), client.try_clone()),
+                        ] {
+                            if let (Ok(from), Ok(to)) = (from, to) {
+                                let s = s.clone();
+                                thread::spawn(move || pump(from, to, &s));
+                            }
+                        }
+                    }
+                    Err(_) => thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        });
+        Ok(FaultProxy { addr, shared })
+    }
+
+    /// Where clients should connect.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Changes what the proxy does from now on.
+    pub fn set(&self, fault: Fault) {
+        *self
+            .shared
+            .fault
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = fault;
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Copies `from` to `to`, applying the current fault.
+fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared) {
+    let _ = from.set_read_timeout(Some(Duration::from_millis(20)));
+    let mut held: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        if shared.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let before = shared.fault();
+        if before == Fault::Reset {
+            break;
+        }
+        if before != Fault::Hold
+            && !held.is_empty()
+            && to.write_all(&core::mem::take(&mut held)).is_err()
+        {
+            break;
+        }
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue;
+            }
+            Err(_) => break,
+        };
+        // The fault in force when the bytes arrived.
+        let fault = shared.fault();
+        if fault != Fault::Hold
+            && !held.is_empty()
+            && to.write_all(&core::mem::take(&mut held)).is_err()
+        {
+            break;
+        }
+        let data = &buf[..n];
+        let ok = match fault {
+            Fault::Pass => to.write_all(data).is_ok(),
+            Fault::Delay(d) => {
+                thread::sleep(d);
+                to.write_all(data).is_ok()
+            }
+            Fault::Hold => {
+                held.extend_from_slice(data);
+                true
+            }
+            Fault::Blackhole => true,
+            Fault::Drip(every) => data.iter().all(|b| {
+                thread::sleep(every);
+                to.write_all(&[*b]).is_ok()
+            }),
+            Fault::Reset => false,
+        };
+        if !ok {
+            break;
+        }
+    }
+    let _ = from.shutdown(Shutdown::Both);
+    let _ = to.shutdown(Shutdown::Both);
+}

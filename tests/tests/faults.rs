@@ -1,0 +1,203 @@
+//! Faults between the client and real servers: a slow, a silent, a held, a
+//! resetting and a dripping link (through `FaultProxy`), and stopped servers.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test driver
+
+use core::time::Duration;
+use std::time::Instant;
+
+use redlock_std::{Client, Error, ServerId, ServerOutcome};
+use redlock_tests::proxy::{Fault, FaultProxy};
+use redlock_tests::{RedisServer, Value};
+
+struct Setup {
+    servers: Vec<RedisServer>,
+    proxies: Vec<FaultProxy>,
+}
+
+/// `n` servers, the first `proxied` of them behind fault proxies.
+fn setup(n: usize, proxied: usize) -> (Setup, Vec<String>) {
+    let servers: Vec<RedisServer> = (0..n).map(|_| RedisServer::start().unwrap()).collect();
+    let proxies: Vec<FaultProxy> = servers[..proxied]
+        .iter()
+        .map(|s| FaultProxy::start(s.addr()).unwrap())
+        .collect();
+    let urls = servers
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            if i < proxied {
+                proxies[i].addr().to_string()
+            } else {
+                s.addr().to_string()
+            }
+        })
+        .collect();
+    (Setup { servers, proxies }, urls)
+}
+
+fn client(urls: &[String], timeout_ms: u64) -> Client {
+    Client::builder()
+        .servers(urls)
+        .request_timeout(Duration::from_millis(timeout_ms))
+        .retry(0, Duration::ZERO)
+        .build()
+        .unwrap()
+}
+
+fn get(s: &RedisServer) -> Value {
+    s.conn().unwrap().request(&[b"GET", b"res"]).unwrap()
+}
+
+#[test]
+fn slow_links_reduce_the_validity_by_the_time_they_take() {
+    let (setup, urls) = setup(3, 2);
+    let c = client(&urls, 300);
+    // Connect first, so that only the delay is measured.
+    c.unlock(&c.lock(b"warm", Duration::from_secs(5)).unwrap())
+        .unwrap();
+    for p in &setup.proxies {
+        p.set(Fault::Delay(Duration::from_millis(40)));
+    }
+    let ttl = Duration::from_secs(5);
+    let started = Instant::now();
+    let lock = c.lock(b"res", ttl).unwrap();
+    let took = started.elapsed();
+    // The majority needs one delayed server: 40 ms each way.
+    assert!(took >= Duration::from_millis(80), "{took:?}");
+    let drift = ttl / 100 + Duration::from_millis(2);
+    let validity = lock.remaining();
+    assert!(
+        validity <= ttl - drift - Duration::from_millis(79),
+        "{validity:?}"
+    );
+    assert!(
+        validity >= ttl - drift - took - Duration::from_millis(20),
+        "{validity:?}"
+    );
+    c.unlock(&lock).unwrap();
+}
+
+#[test]
+fn a_black_hole_costs_one_request_timeout() {
+    let (setup, urls) = setup(3, 2);
+    let c = client(&urls, 60);
+    c.unlock(&c.lock(b"warm", Duration::from_secs(5)).unwrap())
+        .unwrap();
+    setup.proxies[0].set(Fault::Blackhole);
+    let lock = c.lock(b"res", Duration::from_secs(5)).unwrap();
+    assert_eq!(lock.report().count(ServerOutcome::Ok), 2);
+    c.unlock(&lock).unwrap();
+    setup.proxies[1].set(Fault::Blackhole);
+    let started = Instant::now();
+    let err = c.lock(b"res", Duration::from_secs(5)).unwrap_err();
+    assert!(matches!(err, Error::Unavailable(_)), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_millis(400),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn held_requests_that_land_late_leave_no_key_behind() {
+    let (setup, urls) = setup(3, 2);
+    let c = client(&urls, 50);
+    c.unlock(&c.lock(b"warm", Duration::from_secs(5)).unwrap())
+        .unwrap();
+    for p in &setup.proxies {
+        p.set(Fault::Hold);
+    }
+    let err = c.lock(b"res", Duration::from_secs(30)).unwrap_err();
+    assert!(matches!(err, Error::Unavailable(_)), "{err}");
+    assert_eq!(
+        get(&setup.servers[2]),
+        Value::Nil,
+        "A5: released on the live server"
+    );
+    // The held SETs land now, followed by the held releases (same link, same order).
+    for p in &setup.proxies {
+        p.set(Fault::Pass);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    for s in &setup.servers {
+        assert_eq!(get(s), Value::Nil, "a late SET was left behind");
+    }
+}
+
+#[test]
+fn resets_fail_fast_and_the_client_reconnects() {
+    let (setup, urls) = setup(3, 2);
+    let c = client(&urls, 100);
+    c.unlock(&c.lock(b"warm", Duration::from_secs(5)).unwrap())
+        .unwrap();
+    for p in &setup.proxies {
+        p.set(Fault::Reset);
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let err = c.lock(b"res", Duration::from_secs(5)).unwrap_err();
+    assert!(matches!(err, Error::Unavailable(_)), "{err}");
+    assert_eq!(
+        err.report().unwrap().get(ServerId(0)),
+        Some(ServerOutcome::ConnectionError)
+    );
+    for p in &setup.proxies {
+        p.set(Fault::Pass);
+    }
+    // Reconnects after its backoff.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let lock = loop {
+        match c.lock(b"res", Duration::from_secs(5)) {
+            Ok(lock) => break lock,
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("never reconnected: {e}"),
+        }
+    };
+    assert_eq!(c.unlock(&lock).unwrap().deleted(), 3);
+}
+
+#[test]
+fn a_dripping_link_times_out() {
+    let (setup, urls) = setup(3, 2);
+    let c = client(&urls, 80);
+    c.unlock(&c.lock(b"warm", Duration::from_secs(5)).unwrap())
+        .unwrap();
+    for p in &setup.proxies {
+        p.set(Fault::Drip(Duration::from_millis(100)));
+    }
+    let started = Instant::now();
+    let err = c.lock(b"res", Duration::from_secs(5)).unwrap_err();
+    assert!(matches!(err, Error::Unavailable(_)), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn two_stopped_servers_of_five() {
+    let (setup, urls) = setup(5, 0);
+    let c = client(&urls, 50);
+    c.unlock(&c.lock(b"warm", Duration::from_secs(5)).unwrap())
+        .unwrap();
+    setup.servers[3].signal("STOP").unwrap();
+    setup.servers[4].signal("STOP").unwrap();
+    let ttl = Duration::from_secs(5);
+    let started = Instant::now();
+    let result = c.lock(b"res", ttl);
+    let took = started.elapsed();
+    setup.servers[3].signal("CONT").unwrap();
+    setup.servers[4].signal("CONT").unwrap();
+    let lock = result.unwrap();
+    assert_eq!(lock.report().count(ServerOutcome::Ok), 3);
+    assert!(took < Duration::from_millis(300), "{took:?}");
+    assert!(
+        lock.remaining()
+            >= ttl - ttl / 100 - Duration::from_millis(2) - took - Duration::from_millis(5)
+    );
+    c.unlock(&lock).unwrap();
+}

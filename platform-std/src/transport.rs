@@ -234,8 +234,12 @@ impl Transport {
             State::Down { .. } => {}
         }
         match self.connect(i) {
-            Ok(()) => true,
-            Err(_) => {
+            Ok(()) => {
+                log::debug!("redlock: connecting to {}", self.conns[i].url);
+                true
+            }
+            Err(e) => {
+                log::warn!("redlock: cannot connect to {}: {e}", self.conns[i].url);
                 self.fail(i);
                 false
             }
@@ -309,6 +313,12 @@ impl Transport {
     /// an exponential backoff.
     fn fail(&mut self, i: usize) {
         let conn = &mut self.conns[i];
+        if conn.stream.is_some() {
+            log::warn!(
+                "redlock: closing the connection to {} after an error",
+                conn.url
+            );
+        }
         if let Some(mut s) = conn.stream.take() {
             let _ = self.poll.registry().deregister(&mut s);
         }
@@ -414,6 +424,7 @@ impl Transport {
             match done {
                 Some(true) => {
                     let conn = &mut self.conns[i];
+                    log::debug!("redlock: connected to {}", conn.url);
                     conn.state = State::Up;
                     if let Some(s) = conn.stream.as_ref() {
                         let _ = s.set_nodelay(true);
@@ -515,7 +526,10 @@ impl Transport {
             let (reply, used) = match self.parser.parse(input) {
                 Ok(Status::Complete(x)) => x,
                 Ok(Status::Incomplete) => break Ok(()),
-                Err(_) => break Err(()),
+                Err(e) => {
+                    log::warn!("redlock: bad reply from {}: {e}", conn.url);
+                    break Err(());
+                }
             };
             used_total += used;
             if reply.is_push() {
@@ -523,6 +537,7 @@ impl Transport {
             }
             let Some(expect) = conn.expect.pop_front() else {
                 // A reply for no request: the stream is out of step.
+                log::warn!("redlock: {} sent a reply for no request", conn.url);
                 break Err(());
             };
             match expect {

@@ -775,19 +775,10 @@ impl Sim {
                     self.handle_now(ev);
                 }
             }
-            Event::Deliver {
-                to_server: false,
-                client,
-                server,
-                epoch,
-                bytes,
-                op,
-            } => self.deliver_to_client(client, server, epoch, bytes, op),
-            Event::Wake { client, generation } => {
-                if generation == self.clients[client].wake_gen {
-                    self.step(client);
-                }
+            ev @ (Event::Deliver {
+                to_server: false, ..
             }
+            | Event::Wake { .. }) => self.handle_now(ev),
             Event::Crash { server } => {
                 let s = &mut self.servers[server];
                 s.up = false;

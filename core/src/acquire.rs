@@ -175,20 +175,29 @@ impl<'r> Acquire<'r> {
             Phase::Backoff(_) | Phase::Done => return,
         }
         let (reached, impossible) = if self.phase == Phase::Voting && self.config.fencing {
-            // F1 repair. A server without a counter may have lost its data:
-            // while any server has a counter, only votes with a counter
-            // count (a majority of them meets the last confirmed fence's
-            // majority on a server that kept or was repaired to its value).
-            // "No counter anywhere" (a new resource) is trusted only once
-            // every server has answered or failed: a lost maximum would then
-            // take a majority of faulty servers. The fence write below goes
-            // to every server and repairs those without a counter.
-            let present = self.engine.count_ok_where(|c| c != MISSING);
-            let all = self.engine.count(ServerOutcome::Ok);
-            let pending = self.engine.pending();
-            let bootstrap = present == 0 && pending == 0 && all >= quorum;
-            let possible = present + pending >= quorum || (present == 0 && all + pending >= quorum);
-            (present >= quorum || bootstrap, !possible)
+            // F1 repair. A server without a counter may have lost its data.
+            // Its vote counts only once counters were read from a majority
+            // of the other servers: their maximum then covers every fence
+            // confirmed before (that majority meets the confirming one),
+            // and the fence write below repairs the server. "No counter
+            // anywhere" (a new resource) is trusted only when every server
+            // answered without one.
+            let e = &self.engine;
+            let read = e.count_answered_where(|c| c != MISSING);
+            let with_counter = e.count_ok_where(|c| c != MISSING);
+            let voted = e.count(ServerOutcome::Ok);
+            let others_majority = (n - 1) / 2 + 1;
+            let new_resource = read == 0 && e.count_answered_where(|_| true) == n;
+            #[cfg(feature = "mutants")]
+            let new_resource = new_resource || self.config.mutants.naive_fence;
+            let counted = if read >= others_majority || new_resource {
+                voted
+            } else {
+                with_counter
+            };
+            let pending = e.pending();
+            let hopeless = pending == 0 || voted + pending < quorum;
+            (counted >= quorum, counted < quorum && hopeless)
         } else {
             let ok = self.engine.count(ServerOutcome::Ok);
             (
@@ -204,9 +213,9 @@ impl<'r> Acquire<'r> {
             };
             if let Phase::Voting = self.phase {
                 if self.config.fencing {
-                    // F1: t = max(counters of the quorum) + 1, written to all
+                    // F1: t = max(every counter read) + 1, written to all
                     // servers, conditional on the key still holding our token.
-                    let t = u64::try_from(self.engine.max_ok_value())
+                    let t = u64::try_from(self.engine.max_answered_value())
                         .unwrap_or(0)
                         .saturating_add(1);
                     self.phase = Phase::Fencing(t);
@@ -290,12 +299,18 @@ impl<'r> Acquire<'r> {
         match (self.engine.request(), reply) {
             (Request::Set, r) if r.is_ok() => vote(0),
             (Request::Set, Reply::Nil) => (ServerOutcome::Held, 0),
-            (Request::FencedSet, Reply::Integer(-1)) => (ServerOutcome::Held, 0),
-            (Request::FencedSet, Reply::Nil) => vote(MISSING),
-            (Request::FencedSet, Reply::Bulk(c)) => match parse_counter(c) {
-                Some(c) => vote(c),
-                None => (ServerOutcome::UnexpectedReply, 0),
-            },
+            (Request::FencedSet, Reply::Aggregate(a)) => {
+                let counter = match a.iter().nth(1) {
+                    Some(Reply::Nil) => Some(MISSING),
+                    Some(Reply::Bulk(c)) => parse_counter(c),
+                    _ => None,
+                };
+                match (a.len(), a.iter().next(), counter) {
+                    (2, Some(Reply::Integer(1)), Some(c)) => vote(c),
+                    (2, Some(Reply::Integer(0)), Some(c)) => (ServerOutcome::Held, c),
+                    _ => (ServerOutcome::UnexpectedReply, 0),
+                }
+            }
             (Request::FenceWrite(_), Reply::Integer(1)) => (ServerOutcome::Ok, 0),
             (Request::FenceWrite(_) | Request::Release, Reply::Integer(0)) => {
                 (ServerOutcome::NotHeld, 0)

@@ -155,6 +155,8 @@ pub struct Mutants {
     pub no_drift: bool,
     /// Release with a bare `DEL` instead of the token-checking script.
     pub bare_del_release: bool,
+    /// F1 without the repair rule: a missing fence counter counts as 0.
+    pub naive_fence: bool,
 }
 
 #[cfg(feature = "mutants")]
@@ -164,5 +166,6 @@ impl Mutants {
         half_quorum: false,
         no_drift: false,
         bare_del_release: false,
+        naive_fence: false,
     };
 }

@@ -326,14 +326,22 @@ impl Engine {
         self.count(ServerOutcome::Pending)
     }
 
-    /// The largest value among servers whose outcome is `Ok`.
-    pub(crate) fn max_ok_value(&self) -> i64 {
+    /// The largest value any server answered with (voting or not).
+    pub(crate) fn max_answered_value(&self) -> i64 {
         self.slots()
             .iter()
-            .filter(|s| s.outcome == ServerOutcome::Ok)
+            .filter(|s| answered(s.outcome))
             .map(|s| s.value)
             .max()
             .unwrap_or(0)
+    }
+
+    /// Servers that answered (voted or refused) with a value that passes `keep`.
+    pub(crate) fn count_answered_where(&self, keep: impl Fn(i64) -> bool) -> usize {
+        self.slots()
+            .iter()
+            .filter(|s| answered(s.outcome) && keep(s.value))
+            .count()
     }
 
     pub(crate) fn report(&self) -> Report {
@@ -347,6 +355,11 @@ impl Engine {
     pub(crate) fn len(&self) -> usize {
         self.n
     }
+}
+
+/// Voted, or refused because the key is held: the server answered the request.
+fn answered(outcome: ServerOutcome) -> bool {
+    matches!(outcome, ServerOutcome::Ok | ServerOutcome::Held)
 }
 
 /// The outcome of an error reply or a reply of an unexpected shape.

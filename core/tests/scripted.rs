@@ -784,7 +784,7 @@ fn extensions_are_capped_and_an_expired_lock_cannot_be_extended() {
 }
 
 #[test]
-fn fenced_acquire_takes_the_quorum_max_plus_one_and_needs_a_majority_to_confirm() {
+fn fenced_acquire_takes_the_max_counter_plus_one_and_needs_a_majority_to_confirm() {
     let config = Config {
         fencing: true,
         ..no_retry()
@@ -802,27 +802,30 @@ fn fenced_acquire_takes_the_quorum_max_plus_one_and_needs_a_majority_to_confirm(
             d.op.token().as_bytes().to_vec()
         ]
     );
-    d.reply(ms(1), 0, b"$1\r\n3\r\n").unwrap();
-    d.reply(ms(1), 1, b":-1\r\n").unwrap();
-    d.reply(ms(2), 2, b"$1\r\n7\r\n").unwrap();
-    d.reply(ms(2), 4, b"$1\r\n5\r\n").unwrap();
+    d.reply(ms(1), 0, b"*2\r\n:1\r\n$1\r\n3\r\n").unwrap();
+    // Server 1 refuses (held) but its counter is read too.
+    d.reply(ms(1), 1, b"*2\r\n:0\r\n$1\r\n9\r\n").unwrap();
+    d.reply(ms(2), 2, b"*2\r\n:1\r\n$1\r\n7\r\n").unwrap();
+    assert!(d.sent(ms(2)).is_empty(), "two votes of five");
+    d.reply(ms(2), 4, b"*2\r\n:1\r\n$1\r\n5\r\n").unwrap();
     assert!(d.outcome().is_none(), "the fence is not confirmed yet");
     let writes = d.sent(ms(2));
     assert_eq!(writes.len(), 5, "the fence goes to every server");
+    // t = max(3, 9, 7, 5) + 1, every counter read counting.
     assert!(
         writes
             .iter()
-            .all(|s| s.script() == "fence" && s.args[6] == b"8")
+            .all(|s| s.script() == "fence" && s.args[6] == b"10")
     );
     // Server 3's late acquire reply is a straggler of the previous round.
-    d.reply(ms(3), 3, b"$-1\r\n").unwrap();
+    d.reply(ms(3), 3, b"*2\r\n:0\r\n$-1\r\n").unwrap();
     d.reply(ms(4), 0, b":1\r\n").unwrap();
     d.reply(ms(4), 1, b":0\r\n").unwrap();
     d.reply(ms(5), 2, b":1\r\n").unwrap();
     assert!(d.outcome().is_none());
     d.reply(ms(6), 4, b":1\r\n").unwrap();
     let lock = d.outcome().unwrap().unwrap();
-    assert_eq!(lock.fence(), Some(8));
+    assert_eq!(lock.fence(), Some(10));
     // Validity counts from the start of the acquisition, fence round included.
     assert_eq!(lock.validity(), dur(10_000 - 6 - 102));
 }
@@ -835,9 +838,9 @@ fn a_fence_not_confirmed_by_a_majority_fails_and_releases() {
     };
     let mut d = acquire(&config, 3, 10_000, ms(0));
     d.sent(ms(0));
-    d.reply(ms(1), 0, b"$-1\r\n").unwrap();
-    d.reply(ms(1), 1, b"$-1\r\n").unwrap();
-    d.reply(ms(1), 2, b"$-1\r\n").unwrap();
+    for s in 0..3 {
+        d.reply(ms(1), s, b"*2\r\n:1\r\n$-1\r\n").unwrap();
+    }
     assert_eq!(d.sent(ms(1)).len(), 3);
     d.reply(ms(2), 0, b":0\r\n").unwrap();
     d.reply(ms(2), 1, b":0\r\n").unwrap();
@@ -1036,19 +1039,27 @@ fn push_replies_are_skipped() {
 }
 
 #[test]
-fn a_server_without_a_counter_is_not_counted_when_others_have_one() {
+fn a_vote_without_a_counter_counts_once_a_majority_of_the_others_had_one() {
     let config = Config {
         fencing: true,
         ..no_retry()
     };
+    let set = |c: &str| match c {
+        "" => b"*2\r\n:1\r\n$-1\r\n".to_vec(),
+        c => format!("*2\r\n:1\r\n${}\r\n{c}\r\n", c.len()).into_bytes(),
+    };
     let mut d = acquire(&config, 3, 10_000, ms(0));
     d.sent(ms(0));
     // Server 0 restarted without persistence: its counter is gone.
-    d.reply(ms(1), 0, b"$-1\r\n").unwrap();
-    d.reply(ms(1), 1, b"$2\r\n41\r\n").unwrap();
-    assert!(d.sent(ms(1)).is_empty(), "one counted vote of three");
-    d.reply(ms(2), 2, b"$2\r\n40\r\n").unwrap();
-    // The fence write goes to all three, repairing server 0.
+    d.reply(ms(1), 0, &set("")).unwrap();
+    d.reply(ms(1), 1, &set("41")).unwrap();
+    assert!(
+        d.sent(ms(1)).is_empty(),
+        "one counter read: server 0's vote does not count yet"
+    );
+    d.reply(ms(2), 2, &set("40")).unwrap();
+    // Counters read from both other servers: server 0 counts, and the fence
+    // write to all three repairs it.
     let writes = d.sent(ms(2));
     assert_eq!(writes.len(), 3);
     assert!(
@@ -1061,39 +1072,57 @@ fn a_server_without_a_counter_is_not_counted_when_others_have_one() {
     }
     assert_eq!(d.outcome().unwrap().unwrap().fence(), Some(42));
 
-    // Missing on two of three, present on one: no majority of trusted counters.
+    // A counter on one server only: the two without may have lost theirs.
+    // Refused (safe), rather than risk a fence below one already issued.
     let mut d = acquire(&config, 3, 10_000, ms(0));
     d.sent(ms(0));
-    d.reply(ms(1), 0, b"$-1\r\n").unwrap();
-    d.reply(ms(1), 1, b"$-1\r\n").unwrap();
-    d.reply(ms(1), 2, b"$1\r\n9\r\n").unwrap();
+    d.reply(ms(1), 0, &set("")).unwrap();
+    d.reply(ms(1), 1, &set("")).unwrap();
+    d.reply(ms(1), 2, &set("9")).unwrap();
     assert_eq!(
         d.outcome().unwrap().unwrap_err().kind,
         FailureKind::Unavailable
     );
 
-    // A new resource: no counter anywhere. Trusted only once every server
-    // answered or failed; then every vote counts, and the fence is 1.
+    // No counter anywhere, every server answering: a new resource, fence 1.
     let mut d = acquire(&config, 3, 10_000, ms(0));
     d.sent(ms(0));
-    d.reply(ms(1), 0, b"$-1\r\n").unwrap();
-    d.reply(ms(1), 1, b"$-1\r\n").unwrap();
+    d.reply(ms(1), 0, &set("")).unwrap();
+    d.reply(ms(1), 1, &set("")).unwrap();
     assert!(
         d.sent(ms(1)).is_empty(),
         "server 2 may hold the only counter"
     );
-    d.op.handle_timeout(ms(50));
-    let writes = d.sent(ms(50));
-    assert_eq!(writes.len(), 3);
-    assert!(writes.iter().all(|w| w.args[6] == b"1"));
-    // A garbage counter is an unexpected reply, not a number.
-    let mut d = acquire(&config, 1, 10_000, ms(0));
+    d.reply(ms(1), 2, &set("")).unwrap();
+    assert!(d.sent(ms(1)).iter().all(|w| w.args[6] == b"1"));
+
+    // ... but not when a server is silent: it may hold the only counter left
+    // (the reviewer's case: a timed-out server with the maximum).
+    let mut d = acquire(&config, 3, 10_000, ms(0));
     d.sent(ms(0));
-    d.reply(ms(1), 0, b"$3\r\nabc\r\n").unwrap();
+    d.reply(ms(1), 0, &set("")).unwrap();
+    d.reply(ms(1), 1, &set("")).unwrap();
+    d.op.handle_timeout(ms(50));
     assert_eq!(
-        d.outcome().unwrap().unwrap_err().report.outcomes(),
-        &[ServerOutcome::UnexpectedReply]
+        d.outcome().unwrap().unwrap_err().kind,
+        FailureKind::Unavailable
     );
+
+    // A garbage counter or reply shape is an unexpected reply.
+    for bad in [
+        &b"*2\r\n:1\r\n$3\r\nabc\r\n"[..],
+        b"$-1\r\n",
+        b"*1\r\n:1\r\n",
+        b"*2\r\n:7\r\n$-1\r\n",
+    ] {
+        let mut d = acquire(&config, 1, 10_000, ms(0));
+        d.sent(ms(0));
+        d.reply(ms(1), 0, bad).unwrap();
+        assert_eq!(
+            d.outcome().unwrap().unwrap_err().report.outcomes(),
+            &[ServerOutcome::UnexpectedReply]
+        );
+    }
 }
 
 #[test]

@@ -26,14 +26,15 @@ pub const EXTEND: Script = Script {
     sha1: "36e94d1c6e02fcefaa7ee5d79eee614dbac55f10",
 };
 
-/// F1, first step: `SET key token NX PX ttl` and, if it was set, return the
-/// resource's fence counter as a bulk string, or nil when the server has no
-/// counter (a new resource, or a server that lost its data); `-1` when the
-/// key was not set. `KEYS[1]` = resource, `KEYS[2]` = counter key,
-/// `ARGV[1]` = token, `ARGV[2]` = ttl in milliseconds.
+/// F1, first step: `SET key token NX PX ttl`, and the resource's fence
+/// counter whether or not the key was set: an array of 1 (set) or 0 (held by
+/// another token) and the counter as a bulk string, or nil when the server
+/// has no counter (a new resource, or a server that lost its data).
+/// `KEYS[1]` = resource, `KEYS[2]` = counter key, `ARGV[1]` = token,
+/// `ARGV[2]` = ttl in milliseconds.
 pub const FENCED_ACQUIRE: Script = Script {
-    source: "if redis.call(\"set\",KEYS[1],ARGV[1],\"NX\",\"PX\",ARGV[2]) then return redis.call(\"get\",KEYS[2]) else return -1 end",
-    sha1: "50446b7c72ea05e8841fc9ae94d8e6cde0911c19",
+    source: "local c = redis.call(\"get\",KEYS[2]) if redis.call(\"set\",KEYS[1],ARGV[1],\"NX\",\"PX\",ARGV[2]) then return {1, c} else return {0, c} end",
+    sha1: "b907b7078e9cd886e91e22647f037f38b632ab32",
 };
 
 /// F1, second step: raise the fence counter to `ARGV[2]` **only if the lock

@@ -310,16 +310,20 @@ fn fencing_survives_a_minority_restarting_without_persistence() {
 }
 
 #[test]
-fn negative_control_fencing_without_the_guard_under_restarts_is_caught() {
-    // Fencing with one server restarting without persistence and no guard:
-    // the fence checker itself must fire (tokens going backwards), not only
-    // the overlap checker.
+fn negative_control_fencing_without_the_repair_rule_is_caught() {
+    // A server restarting without persistence, no guard, and the naive
+    // fence rule (a missing counter counts as 0): the fence checker itself
+    // must fire (tokens going backwards), not only the overlap checker.
     let mut flagged = 0;
     let mut regressions = 0;
     for seed in 0..300 {
         let mut sc = quiet(contended(seed));
         sc.servers = 3;
         sc.config.fencing = true;
+        sc.config.mutants = Mutants {
+            naive_fence: true,
+            ..Mutants::NONE
+        };
         sc.crashes = Some(Crashes {
             per_ms_ppm: 3_000,
             persistent: false,
@@ -335,7 +339,32 @@ fn negative_control_fencing_without_the_guard_under_restarts_is_caught() {
             .count();
     }
     println!(
-        "fencing, restarts without guard: {flagged}/300 runs flagged, {regressions} fence regressions"
+        "naive fence rule, restarts without guard: {flagged}/300 runs flagged, {regressions} fence regressions"
     );
-    assert!(flagged > 0 && regressions > 0);
+    assert!(regressions > 0);
+}
+
+#[test]
+fn the_repair_rule_keeps_fences_increasing_even_without_the_guard() {
+    // The same restarts with the real rule: S1 can break (no guard), but the
+    // fences never go backwards.
+    let mut regressions = 0;
+    for seed in 0..300 {
+        let mut sc = quiet(contended(seed));
+        sc.servers = 3;
+        sc.config.fencing = true;
+        sc.crashes = Some(Crashes {
+            per_ms_ppm: 3_000,
+            persistent: false,
+            down_ms: (1, 3),
+            only_first: 1,
+        });
+        let report = run(sc);
+        regressions += report
+            .violations
+            .iter()
+            .filter(|v| matches!(v, Violation::FenceRegression { .. }))
+            .count();
+    }
+    assert_eq!(regressions, 0);
 }

@@ -27,6 +27,7 @@ fn parse_counter(text: &[u8]) -> Option<i64> {
 /// Why an acquisition failed, with what each server answered in the last attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub struct AcquireError {
     /// Conflict, unavailable or expired.
     pub kind: FailureKind,
@@ -144,7 +145,7 @@ impl<'r> Acquire<'r> {
 
     fn start_attempt(&mut self, now: Instant) {
         // A1: the clock is read before the first request of the attempt.
-        self.attempts += 1;
+        self.attempts = self.attempts.saturating_add(1);
         self.attempt_start = now;
         self.phase = Phase::Voting;
         let request = if self.config.fencing {
@@ -262,10 +263,16 @@ impl<'r> Acquire<'r> {
         let report = self.engine.report();
         let elapsed = now.saturating_duration_since(self.attempt_start);
         // A5: release on all servers, including those that seemed to fail.
-        self.engine.start_round(now, Request::Release);
+        // As EVAL: a NOSCRIPT answer could not be retried once the next
+        // attempt has started.
+        self.engine.start_round_eval(now, Request::Release);
+        // A6: wait longer than an attempt takes (at least one request
+        // timeout, even when every connection failed at once), plus jitter.
+        let attempt = elapsed.max(self.engine.timeout());
         let retry_at = now
-            .saturating_add(elapsed)
+            .saturating_add(attempt)
             .saturating_add(self.next_jitter());
+        // A6: the number of retries (or a deadline) is bounded.
         let may_retry = self.attempts <= self.config.retry.retries
             && self.deadline.is_none_or(|d| retry_at <= d);
         if may_retry {
@@ -360,6 +367,15 @@ impl Operation for Acquire<'_> {
 
     fn handle_timeout(&mut self, now: Instant) {
         self.engine.handle_timeout(now);
+        if matches!(self.phase, Phase::Voting | Phase::Fencing(_))
+            && self
+                .config
+                .validity(self.ttl, self.attempt_start, now)
+                .is_none()
+        {
+            // A4: the validity is gone whatever the stragglers say.
+            return self.fail(now, FailureKind::Expired);
+        }
         self.decide(now);
         if let Phase::Backoff(at) = self.phase {
             // The next attempt starts once the releases have gone out.
@@ -371,7 +387,12 @@ impl Operation for Acquire<'_> {
 
     fn poll_timeout(&self) -> Option<Instant> {
         match self.phase {
-            Phase::Voting | Phase::Fencing(_) => self.engine.poll_timeout(),
+            // A4: no point waiting past the validity the attempt could give.
+            Phase::Voting | Phase::Fencing(_) => {
+                let usable = self.ttl.saturating_sub(self.config.drift.for_ttl(self.ttl));
+                let end = self.attempt_start.saturating_add(usable);
+                self.engine.poll_timeout().map(|d| d.min(end))
+            }
             Phase::Backoff(at) => Some(at),
             Phase::Done => None,
         }

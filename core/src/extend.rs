@@ -14,6 +14,7 @@ use crate::time::{Duration, Instant};
 /// Why an extension did not count. The lock keeps its old validity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub struct ExtendError {
     /// Lost (a majority no longer holds our token), unavailable, or expired
     /// (the majority came after the current validity ended).
@@ -57,6 +58,7 @@ impl<'r> Extend<'r> {
         now: Instant,
     ) -> Result<Extend<'r>, ArgumentError> {
         let ttl = normalize_ttl(ttl)?;
+        // A8: the number of extensions is limitable.
         if config
             .max_extensions
             .is_some_and(|max| lock.extensions() >= max)
@@ -165,14 +167,25 @@ impl Operation for Extend<'_> {
 
     fn handle_timeout(&mut self, now: Instant) {
         self.engine.handle_timeout(now);
+        if self.outcome.is_none() && !self.lock.is_valid(now) {
+            self.outcome = Some(Err(ExtendError {
+                kind: FailureKind::Expired,
+                report: self.engine.report(),
+            }));
+            return;
+        }
         self.decide(now);
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
+        // A8: an extension counts only within the current validity: stop
+        // waiting when it ends, and report the lock as expired then.
         if self.outcome.is_some() {
             None
         } else {
-            self.engine.poll_timeout()
+            self.engine
+                .poll_timeout()
+                .map(|d| d.min(self.lock.valid_until()))
         }
     }
 

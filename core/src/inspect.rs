@@ -58,6 +58,7 @@ impl Inspection {
 
     /// The token held by a majority of servers, if any.
     pub fn majority_holder(&self) -> Option<&[u8]> {
+        // A3: a majority of the servers.
         let quorum = self.len / 2 + 1;
         self.entries()
             .iter()

@@ -8,7 +8,7 @@ mod extend;
 mod inspect;
 mod lock;
 mod operation;
-pub mod release;
+mod release;
 mod report;
 mod round;
 mod time;

@@ -168,7 +168,7 @@ pub enum ArgumentError {
     ExtensionLimit,
     /// The lock's validity is over: it can no longer be extended.
     Expired,
-    /// A token longer than [`TOKEN_CAPACITY`](crate::release::TOKEN_CAPACITY) bytes.
+    /// A token longer than [`TOKEN_CAPACITY`](crate::TOKEN_CAPACITY) bytes.
     Token,
 }
 

@@ -13,8 +13,10 @@ use redlock_resp::{Arg, Command, EncodeError, ErrorKind, Reply};
 use crate::report::{MAX_SERVERS, Report, ServerId, ServerOutcome};
 use crate::time::{Duration, Instant};
 
-/// Requests one server may have in flight for one operation.
-const IN_FLIGHT: usize = 4;
+/// Requests one server may have in flight for one operation: ordinary
+/// requests stop at `IN_FLIGHT / 2`; the rest is kept for the releases of
+/// A5, so that every `SET` sent is followed by its release.
+const IN_FLIGHT: usize = 8;
 
 /// Suffix of the fence counter key (`resource` + this).
 pub(crate) const FENCE_SUFFIX: &[u8] = b":fence";
@@ -161,6 +163,8 @@ pub(crate) struct Engine {
     round: u32,
     request: Request,
     timeout: Duration,
+    /// The current round is sent as `EVAL` and may use the release room.
+    force_eval: bool,
 }
 
 impl Engine {
@@ -171,6 +175,7 @@ impl Engine {
             round: 0,
             request: Request::Set,
             timeout,
+            force_eval: false,
         }
     }
 
@@ -184,6 +189,22 @@ impl Engine {
 
     /// A2: a new round: every server gets `request` and a deadline.
     pub(crate) fn start_round(&mut self, now: Instant, request: Request) {
+        self.force_eval = false;
+        self.begin(now, request);
+    }
+
+    /// A new round sent as `EVAL` (no `NOSCRIPT` round trip), whose requests
+    /// may use the in-flight room kept for releases (A5 must not be skipped).
+    pub(crate) fn start_round_eval(&mut self, now: Instant, request: Request) {
+        self.force_eval = true;
+        self.begin(now, request);
+    }
+
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn begin(&mut self, now: Instant, request: Request) {
         self.round = self.round.wrapping_add(1);
         self.request = request;
         let deadline = now.saturating_add(self.timeout);
@@ -209,12 +230,13 @@ impl Engine {
         subject: &Subject<'_>,
         buf: &mut [u8],
     ) -> Result<Option<Transmit>, EncodeError> {
-        let (round, request) = (self.round, self.request);
+        let (round, request, force) = (self.round, self.request, self.force_eval);
         for (i, slot) in self.slots_mut().iter_mut().enumerate() {
             if !slot.send {
                 continue;
             }
-            if slot.in_flight.is_full() {
+            let room = if force { IN_FLIGHT } else { IN_FLIGHT / 2 };
+            if slot.in_flight.len() >= room {
                 // The server has not answered several requests: give up on it
                 // for this round rather than pile more on.
                 slot.send = false;
@@ -223,7 +245,7 @@ impl Engine {
                 }
                 continue;
             }
-            let len = encode(request, slot.eval, subject, buf)?;
+            let len = encode(request, slot.eval || force, subject, buf)?;
             slot.send = false;
             // Cannot fail: checked for room above.
             let _ = slot.in_flight.push_back(round);

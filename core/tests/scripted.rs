@@ -250,9 +250,10 @@ fn conflict_is_decided_as_soon_as_a_majority_is_impossible_and_releases_everywhe
         sent.iter().map(|s| s.server).collect::<Vec<_>>(),
         vec![0, 1, 2, 3, 4]
     );
+    // As EVAL: a NOSCRIPT could not be retried once the next attempt starts.
     assert!(
         sent.iter()
-            .all(|s| s.name() == b"EVALSHA" && s.script() == "release")
+            .all(|s| s.name() == b"EVAL" && s.script() == "release")
     );
     assert!(d.op.is_finished());
 }
@@ -1201,4 +1202,124 @@ fn drift_ratio_maths_is_exact_and_saturates() {
             "{x} * {num} / {den}"
         );
     }
+}
+
+#[test]
+fn a_retry_waits_at_least_a_request_timeout_even_after_instant_failures() {
+    let config = Config {
+        retry: Retry {
+            retries: 1,
+            jitter: Duration::ZERO,
+        },
+        ..Config::DEFAULT
+    };
+    let mut d = acquire(&config, 3, 10_000, ms(0));
+    d.sent(ms(0));
+    // Every connection fails at once (A6: still wait longer than an attempt).
+    for s in 0..3 {
+        d.op.handle_connection_error(ms(0), ServerId(s));
+    }
+    d.sent(ms(0));
+    assert_eq!(
+        d.op.poll_timeout(),
+        Some(ms(50)),
+        "one request timeout (1% of 10 s, clamped to 50 ms)"
+    );
+}
+
+#[test]
+fn waiting_stops_when_no_validity_can_be_left() {
+    // A request timeout longer than the ttl: the attempt still ends when its
+    // validity would be gone (ttl - drift), as expired.
+    let config = Config {
+        request_timeout: Some(dur(60_000)),
+        ..no_retry()
+    };
+    let mut d = acquire(&config, 3, 1_000, ms(0));
+    d.sent(ms(0));
+    d.reply(ms(1), 0, b"+OK\r\n").unwrap();
+    assert_eq!(d.op.poll_timeout(), Some(ms(988)));
+    d.op.handle_timeout(ms(988));
+    assert_eq!(d.outcome().unwrap().unwrap_err().kind, FailureKind::Expired);
+    assert_eq!(d.sent(ms(988)).len(), 3, "released everywhere");
+}
+
+#[test]
+fn releases_go_out_to_a_server_that_stopped_answering() {
+    // Server 2 never answers; attempts pile up requests on it. Every SET sent
+    // to it must be followed by a release (A5), even past the usual cap, with
+    // fencing too (fenced SET, fence write, release per attempt).
+    for fencing in [false, true] {
+        let config = Config {
+            fencing,
+            retry: Retry {
+                retries: 8,
+                jitter: Duration::ZERO,
+            },
+            request_timeout: Some(dur(10)),
+            ..Config::DEFAULT
+        };
+        let mut d = acquire(&config, 3, 10_000, ms(0));
+        let mut now = ms(0);
+        let mut to_server_2: Vec<String> = Vec::new();
+        loop {
+            let sent = d.sent(now);
+            let any = !sent.is_empty();
+            for s in sent {
+                let kind = if s.name() == b"SET" {
+                    "set"
+                } else {
+                    s.script()
+                };
+                if s.server == 2 {
+                    to_server_2.push(kind.to_string());
+                    continue;
+                }
+                let reply: &[u8] = match kind {
+                    "set" => b"$-1\r\n",
+                    // Servers 0 and 1 vote (so a fence write follows) ...
+                    "fenced" => b"*2\r\n:1\r\n$1\r\n1\r\n",
+                    // ... but then lose the key: the fence is not confirmed.
+                    _ => b":0\r\n",
+                };
+                d.reply(now, s.server as u8, reply).unwrap();
+            }
+            if any {
+                continue;
+            }
+            if d.op.is_finished() {
+                break;
+            }
+            now = d.op.poll_timeout().unwrap();
+            d.op.handle_timeout(now);
+        }
+        assert!(
+            to_server_2.iter().any(|k| k == "set" || k == "fenced"),
+            "{to_server_2:?}"
+        );
+        let last_set = to_server_2
+            .iter()
+            .rposition(|k| k == "set" || k == "fenced")
+            .unwrap();
+        assert!(
+            to_server_2[last_set..].iter().any(|k| k == "release"),
+            "fencing={fencing}: a SET without a release after it: {to_server_2:?}"
+        );
+    }
+}
+
+#[test]
+fn an_extension_that_outlasts_the_current_validity_is_expired_at_its_end() {
+    let (lock, servers) = held_lock(3, 1_000);
+    let config = Config {
+        request_timeout: Some(dur(60_000)),
+        ..Config::DEFAULT
+    };
+    let mut d =
+        Drive::new(Extend::new(&config, &servers, b"res", &lock, dur(1_000), ms(900)).unwrap());
+    d.sent(ms(900));
+    d.reply(ms(901), 0, b":1\r\n").unwrap();
+    assert_eq!(d.op.poll_timeout(), Some(lock.valid_until()));
+    d.op.handle_timeout(lock.valid_until());
+    assert_eq!(d.outcome().unwrap().unwrap_err().kind, FailureKind::Expired);
 }

@@ -47,14 +47,15 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// The defaults: 64 KiB bulks, 1024 elements, depth 8, 4 KiB lines,
-    /// 256 KiB frames.
+    /// The defaults: 32 KiB bulks, 1024 elements, depth 8, 4 KiB lines,
+    /// 64 KiB frames: a lock client's replies are tiny, `INFO` (all
+    /// sections) is about 6 KiB.
     pub const DEFAULT: Limits = Limits {
-        max_bulk_len: 64 * 1024,
+        max_bulk_len: 32 * 1024,
         max_aggregate_len: 1024,
         max_depth: 8,
         max_line_len: 4 * 1024,
-        max_frame_len: 256 * 1024,
+        max_frame_len: 64 * 1024,
     };
 
     /// Used to re-walk bytes that were already validated under some limits.

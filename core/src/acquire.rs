@@ -21,7 +21,11 @@ fn parse_counter(text: &[u8]) -> Option<i64> {
     if text.is_empty() || text.len() > 18 || !text.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    Some(text.iter().fold(0i64, |n, &d| n * 10 + i64::from(d - b'0')))
+    // At most 18 digits: no overflow; saturating all the same.
+    Some(text.iter().fold(0i64, |n, &d| {
+        n.saturating_mul(10)
+            .saturating_add(i64::from(d.wrapping_sub(b'0')))
+    }))
 }
 
 /// Why an acquisition failed, with what each server answered in the last attempt.
@@ -164,7 +168,8 @@ impl<'r> Acquire<'r> {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^= z >> 31;
         let span = self.config.retry.jitter.as_micros();
-        Duration::from_micros(if span == u64::MAX { z } else { z % (span + 1) })
+        // `span + 1` wraps to 0 for the whole range: then any value will do.
+        Duration::from_micros(z.checked_rem(span.wrapping_add(1)).unwrap_or(z))
     }
 
     /// Looks at the counts and moves on if the outcome is certain.
@@ -187,7 +192,7 @@ impl<'r> Acquire<'r> {
             let read = e.count_answered_where(|c| c != MISSING);
             let with_counter = e.count_ok_where(|c| c != MISSING);
             let voted = e.count(ServerOutcome::Ok);
-            let others_majority = (n - 1) / 2 + 1;
+            let others_majority = (n.saturating_sub(1) / 2).saturating_add(1);
             let new_resource = read == 0 && e.count_answered_where(|_| true) == n;
             #[cfg(feature = "mutants")]
             let new_resource = new_resource || self.config.mutants.naive_fence;
@@ -197,7 +202,7 @@ impl<'r> Acquire<'r> {
                 with_counter
             };
             let pending = e.pending();
-            let hopeless = pending == 0 || voted + pending < quorum;
+            let hopeless = pending == 0 || voted.saturating_add(pending) < quorum;
             (counted >= quorum, counted < quorum && hopeless)
         } else {
             let ok = self.engine.count(ServerOutcome::Ok);
@@ -250,8 +255,13 @@ impl<'r> Acquire<'r> {
 
     fn classify(&self, quorum: usize) -> FailureKind {
         let e = &self.engine;
-        let held = e.count(ServerOutcome::Held) + e.count(ServerOutcome::NotHeld);
-        let answered = e.count(ServerOutcome::Ok) + held + e.count(ServerOutcome::Restarted);
+        let held = e
+            .count(ServerOutcome::Held)
+            .saturating_add(e.count(ServerOutcome::NotHeld));
+        let answered = e
+            .count(ServerOutcome::Ok)
+            .saturating_add(held)
+            .saturating_add(e.count(ServerOutcome::Restarted));
         if held > 0 && answered >= quorum {
             FailureKind::Conflict
         } else {

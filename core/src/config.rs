@@ -133,7 +133,7 @@ impl Config {
         if self.mutants.half_quorum {
             return (n / 2).max(1);
         }
-        n / 2 + 1
+        (n / 2).saturating_add(1)
     }
 }
 

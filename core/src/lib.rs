@@ -1,6 +1,8 @@
 #![doc = include_str!("../README.md")]
 #![no_std]
 #![forbid(unsafe_code)]
+// Input comes from the network: no index or arithmetic that can panic.
+#![warn(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
 
 mod acquire;
 mod config;

@@ -105,7 +105,9 @@ fn encode(
         Request::Inspect | Request::Set => (false, [None, None]),
     };
     let keys = if fenced { 2 } else { 1 };
-    let argc = 3 + keys + args.iter().flatten().count();
+    let argc = 3usize
+        .saturating_add(keys)
+        .saturating_add(args.iter().flatten().count());
     let mut cmd = Command::new(buf, argc);
     if eval {
         cmd.arg(b"EVAL").arg(script.source.as_bytes());

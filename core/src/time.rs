@@ -83,14 +83,17 @@ impl Duration {
             return Duration::MAX;
         }
         let (num, den) = (num as u64, den as u64);
-        let (q, r) = (self.micros / den, self.micros % den);
+        let (Some(q), Some(r)) = (self.micros.checked_div(den), self.micros.checked_rem(den))
+        else {
+            return Duration::MAX;
+        };
         // q * num + ceil(r * num / den); r < den <= u32::MAX, so r * num fits.
         let whole = match q.checked_mul(num) {
             Some(w) => w,
             None => return Duration::MAX,
         };
         Duration {
-            micros: whole.saturating_add((r * num).div_ceil(den)),
+            micros: whole.saturating_add(r.saturating_mul(num).div_ceil(den)),
         }
     }
 

@@ -30,8 +30,11 @@ impl Token {
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
         let mut hex = [0u8; TOKEN_LEN];
         for (pair, byte) in hex.chunks_exact_mut(2).zip(raw) {
-            pair[0] = DIGITS[usize::from(byte >> 4)];
-            pair[1] = DIGITS[usize::from(byte & 0x0f)];
+            let digit = |n: u8| DIGITS.get(usize::from(n)).copied().unwrap_or(b'0');
+            if let [hi, lo] = pair {
+                *hi = digit(byte >> 4);
+                *lo = digit(byte & 0x0f);
+            }
         }
         Token { hex }
     }

@@ -248,13 +248,13 @@ impl<'a> Iterator for Elements<'a> {
             element(self.rest, 0, &Limits::TRUSTED)
         {
             self.rest = self.rest.get(used..).unwrap_or_default();
-            self.remaining -= 1;
+            self.remaining = self.remaining.saturating_sub(1);
             return Some(reply);
         }
         match parse_with(self.rest, &Limits::TRUSTED) {
             Ok(Status::Complete((reply, used))) => {
                 self.rest = self.rest.get(used..).unwrap_or_default();
-                self.remaining -= 1;
+                self.remaining = self.remaining.saturating_sub(1);
                 Some(reply)
             }
             _ => {
@@ -411,7 +411,7 @@ fn parse_with<'a>(
     loop {
         let rest = input.get(offset..).unwrap_or_default();
         let (element, used) = ready!(element(rest, offset, limits));
-        let end = offset + used; // element() checked it against the frame limit
+        let end = offset.saturating_add(used); // element() checked it against the frame limit
         match element {
             Element::Scalar(reply) => return Ok(Status::Complete((reply, end))),
             Element::Open { kind, count } => {
@@ -452,32 +452,40 @@ fn walk(
     remaining[0] = count;
     let mut pos = 0usize;
     loop {
-        while remaining[level] == 0 {
+        while remaining.get(level).is_some_and(|&r| r == 0) {
             if level == 0 {
                 return Ok(Status::Complete(pos));
             }
-            level -= 1;
+            level = level.saturating_sub(1);
         }
         let rest = input.get(pos..).unwrap_or_default();
-        let (element, used) = ready!(element(rest, base + pos, limits));
-        pos += used; // element() checked it against the frame limit
+        let (element, used) = ready!(element(rest, base.saturating_add(pos), limits));
+        pos = pos.saturating_add(used); // element() checked it against the frame limit
         match element {
-            Element::Scalar(_) => remaining[level] -= 1,
+            Element::Scalar(_) => decrement(&mut remaining, level),
             Element::Open { kind, count } => {
                 // An attribute does not count as an element of its parent:
                 // the value after it does.
                 if kind.is_some() {
-                    remaining[level] -= 1;
+                    decrement(&mut remaining, level);
                 }
                 if count > 0 {
-                    level += 1;
-                    if level >= max_depth {
-                        return Err(ParseError::TooDeep);
+                    level = level.saturating_add(1);
+                    match remaining.get_mut(level) {
+                        Some(slot) if level < max_depth => *slot = count,
+                        _ => return Err(ParseError::TooDeep),
                     }
-                    remaining[level] = count;
                 }
             }
         }
+    }
+}
+
+/// One element fewer to read at `level`.
+#[cfg_attr(not(target_os = "none"), inline(always))]
+fn decrement(remaining: &mut [usize; MAX_DEPTH_CAP], level: usize) {
+    if let Some(r) = remaining.get_mut(level) {
+        *r = r.saturating_sub(1);
     }
 }
 
@@ -515,7 +523,7 @@ fn element<'a>(
         return Err(ParseError::UnknownType(ty));
     }
     let (line, line_used) = ready!(line(rest, limits.max_line_len));
-    let head = line_used + 1;
+    let head = line_used.saturating_add(1);
     let fits = |used: usize| match base.checked_add(used) {
         Some(end) if end <= limits.max_frame_len => Ok(()),
         _ => Err(ParseError::FrameTooLarge),
@@ -531,7 +539,9 @@ fn element<'a>(
                 return scalar(Reply::Nil);
             }
             let len = length(line, limits.max_bulk_len, ParseError::BulkTooLong)?;
-            let used = len.checked_add(head + 2).ok_or(ParseError::BulkTooLong)?;
+            let used = len
+                .checked_add(head.saturating_add(2))
+                .ok_or(ParseError::BulkTooLong)?;
             fits(used)?;
             let payload = input.get(head..).unwrap_or_default();
             let data = ready!(bulk_payload(payload, len));
@@ -601,7 +611,7 @@ fn line(input: &[u8], max: usize) -> Result<Status<(&[u8], usize)>, ParseError> 
     let found: nom::IResult<&[u8], &[u8]> = take_till(|b| b == b'\r' || b == b'\n').parse(window);
     match found {
         Ok((rest, content)) => match rest {
-            [b'\r', b'\n', ..] => Ok(Status::Complete((content, content.len() + 2))),
+            [b'\r', b'\n', ..] => Ok(Status::Complete((content, content.len().saturating_add(2)))),
             _ if content.len() > max => Err(ParseError::LineTooLong),
             // A CR that ends the input may be waiting for its LF.
             [b'\r'] if window_len == input.len() => Ok(Status::Incomplete),
@@ -640,7 +650,7 @@ fn length(line: &[u8], max: usize, too_long: ParseError) -> Result<usize, ParseE
         }
         n = n
             .checked_mul(10)
-            .and_then(|n| n.checked_add(usize::from(b - b'0')))
+            .and_then(|n| n.checked_add(usize::from(b.wrapping_sub(b'0'))))
             .ok_or(too_long)?;
     }
     if n > max {
@@ -666,7 +676,7 @@ fn integer(line: &[u8]) -> Result<i64, ParseError> {
         if !b.is_ascii_digit() {
             return Err(ParseError::InvalidInteger);
         }
-        let d = i64::from(b - b'0');
+        let d = i64::from(b.wrapping_sub(b'0'));
         // Accumulate negatively so that i64::MIN parses.
         n = n
             .checked_mul(10)
@@ -696,6 +706,7 @@ fn is_double(line: &[u8]) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::arithmetic_side_effects)] // tests may index
 mod tests {
     use super::*;
 

@@ -98,8 +98,10 @@ impl Decimal {
         // 32-bit MCUs.
         if let Ok(mut small) = u32::try_from(n) {
             loop {
-                start -= 1;
-                buf[start] = b'0' + (small % 10) as u8;
+                start = start.saturating_sub(1);
+                if let Some(d) = buf.get_mut(start) {
+                    *d = b'0'.wrapping_add((small % 10) as u8);
+                }
                 small /= 10;
                 if small == 0 {
                     break;
@@ -108,8 +110,10 @@ impl Decimal {
             return Decimal { buf, start };
         }
         while n != 0 {
-            start -= 1;
-            buf[start] = b'0' + (n % 10) as u8;
+            start = start.saturating_sub(1);
+            if let Some(d) = buf.get_mut(start) {
+                *d = b'0'.wrapping_add((n % 10) as u8);
+            }
             n /= 10;
         }
         Decimal { buf, start }
@@ -172,7 +176,7 @@ impl<'b> Command<'b> {
         self.header(b'$', bytes.len());
         self.put(bytes);
         self.put(b"\r\n");
-        self.written += 1;
+        self.written = self.written.saturating_add(1);
         self
     }
 
@@ -185,7 +189,7 @@ impl<'b> Command<'b> {
             self.put(p);
         }
         self.put(b"\r\n");
-        self.written += 1;
+        self.written = self.written.saturating_add(1);
         self
     }
 
@@ -201,11 +205,11 @@ impl<'b> Command<'b> {
         }
         let digits = Decimal::new(n.unsigned_abs());
         let digits = digits.digits();
-        self.header(b'$', digits.len() + 1);
+        self.header(b'$', digits.len().saturating_add(1));
         self.put(b"-");
         self.put(digits);
         self.put(b"\r\n");
-        self.written += 1;
+        self.written = self.written.saturating_add(1);
         self
     }
 
@@ -301,7 +305,10 @@ fn script_call(
     keys: &[&[u8]],
     args: &[Arg<'_>],
 ) -> Result<usize, EncodeError> {
-    let mut cmd = Command::new(buf, 3 + keys.len() + args.len());
+    let mut cmd = Command::new(
+        buf,
+        3usize.saturating_add(keys.len()).saturating_add(args.len()),
+    );
     cmd.arg(name).arg(body).arg_uint(keys.len() as u64);
     for k in keys {
         cmd.arg(k);
@@ -402,6 +409,7 @@ pub fn info(buf: &mut [u8], section: Option<&[u8]>) -> Result<usize, EncodeError
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::arithmetic_side_effects)] // tests may index
 mod tests {
     use super::*;
 

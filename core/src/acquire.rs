@@ -11,7 +11,7 @@ use crate::round::{
     Disposition, Engine, Request, Subject, Transmit, Unsolicited, outcome_of_other,
 };
 use crate::time::{Duration, Instant};
-use crate::token::Token;
+use crate::token::{TOKEN_LEN, Token};
 
 /// The fence counter value of a server that has no counter.
 const MISSING: i64 = -1;
@@ -108,8 +108,14 @@ impl<'r> Acquire<'r> {
         now: Instant,
     ) -> Result<Acquire<'r>, ArgumentError> {
         let ttl = normalize_ttl(ttl)?;
-        let token = Token::generate(rng).map_err(|_| ArgumentError::Rng)?;
-        let jitter = rng.try_next_u64().map_err(|_| ArgumentError::Rng)?;
+        // One draw for the token (R2: 20 bytes) and the retry-jitter seed.
+        let mut raw = [0u8; TOKEN_LEN / 2 + 8];
+        rng.try_fill_bytes(&mut raw)
+            .map_err(|_| ArgumentError::Rng)?;
+        let (token_bytes, seed) = raw.split_at(TOKEN_LEN / 2);
+        let token =
+            Token::from_random_bytes(token_bytes.try_into().map_err(|_| ArgumentError::Rng)?);
+        let jitter = u64::from_le_bytes(seed.try_into().map_err(|_| ArgumentError::Rng)?);
         let mut op = Acquire {
             config: *config,
             servers: *servers,

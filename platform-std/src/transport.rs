@@ -85,6 +85,8 @@ pub(crate) struct Transport {
     serial: u64,
     /// The origin of the core's clock.
     epoch: StdInstant,
+    /// Connections the last poll reported ready (bit i = server i).
+    ready: u64,
 }
 
 const READ_CHUNK: usize = 16 * 1024;
@@ -126,6 +128,7 @@ impl Transport {
             scratch: vec![0u8; 4096],
             serial: 0,
             epoch: now,
+            ready: 0,
         })
     }
 
@@ -405,6 +408,9 @@ impl Transport {
         let timeout = deadline.map(|d| d.saturating_duration_since(StdInstant::now()));
         // Spurious wake-ups and EINTR are harmless: the caller re-checks everything.
         let _ = self.poll.poll(&mut self.events, timeout);
+        for event in self.events.iter() {
+            self.ready |= 1u64.checked_shl(event.token().0 as u32).unwrap_or(0);
+        }
     }
 
     /// Finishes non-blocking connects (`take_error`, `peer_addr`), and
@@ -457,6 +463,11 @@ impl Transport {
                 self.fail_op(op, i, serial, now);
                 continue;
             }
+            // Only sockets the poll reported: each is read until WouldBlock
+            // (mio is edge-triggered), the others would read nothing.
+            if self.ready & (1u64 << i) == 0 {
+                continue;
+            }
             match self.read(i) {
                 Ok(()) => {}
                 Err(_) => {
@@ -470,6 +481,7 @@ impl Transport {
                 self.fail_op(op, i, serial, now);
             }
         }
+        self.ready = 0;
     }
 
     /// Reads until `WouldBlock`, bounded by the frame limit.

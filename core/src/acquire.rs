@@ -8,7 +8,7 @@ use crate::lock::{ArgumentError, FailureKind, Lock, normalize_ttl};
 use crate::operation::Operation;
 use crate::report::{Report, ServerId, ServerOutcome, Servers};
 use crate::round::{
-    Disposition, Engine, Request, Subject, Transmit, Unsolicited, outcome_of_other,
+    Disposition, Engine, Request, Subject, Transmit, Unsolicited, outcome_of_flag, outcome_of_other,
 };
 use crate::time::{Duration, Instant};
 use crate::token::{TOKEN_LEN, Token};
@@ -334,11 +334,7 @@ impl<'r> Acquire<'r> {
                     _ => (ServerOutcome::UnexpectedReply, 0),
                 }
             }
-            (Request::FenceWrite(_), Reply::Integer(1)) => (ServerOutcome::Ok, 0),
-            (Request::FenceWrite(_) | Request::Release, Reply::Integer(0)) => {
-                (ServerOutcome::NotHeld, 0)
-            }
-            (Request::Release, Reply::Integer(1)) => (ServerOutcome::Ok, 0),
+            (Request::FenceWrite(_) | Request::Release, r) => (outcome_of_flag(r), 0),
             (_, r) => (outcome_of_other(r), 0),
         }
     }

@@ -6,9 +6,7 @@ use crate::config::Config;
 use crate::lock::{ArgumentError, FailureKind, Lock, normalize_ttl};
 use crate::operation::Operation;
 use crate::report::{Report, ServerId, ServerOutcome, Servers};
-use crate::round::{
-    Disposition, Engine, Request, Subject, Transmit, Unsolicited, outcome_of_other,
-};
+use crate::round::{Disposition, Engine, Request, Subject, Transmit, Unsolicited, outcome_of_flag};
 use crate::time::{Duration, Instant};
 
 /// Why an extension did not count. The lock keeps its old validity.
@@ -149,11 +147,7 @@ impl Operation for Extend<'_> {
         reply: Reply<'_>,
     ) -> Result<(), Unsolicited> {
         if let Disposition::Current(reply) = self.engine.handle_reply(now, server, reply)? {
-            let outcome = match reply {
-                Reply::Integer(1) => ServerOutcome::Ok,
-                Reply::Integer(0) => ServerOutcome::NotHeld,
-                r => outcome_of_other(&r),
-            };
+            let outcome = outcome_of_flag(&reply);
             self.engine.settle(server, outcome, 0);
             self.decide(now);
         }

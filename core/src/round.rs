@@ -386,6 +386,16 @@ fn answered(outcome: ServerOutcome) -> bool {
     matches!(outcome, ServerOutcome::Ok | ServerOutcome::Held)
 }
 
+/// The outcome of a token-checking script (release, extend, fence write):
+/// 1 if it acted on our key, 0 if the key is not ours.
+pub(crate) fn outcome_of_flag(reply: &Reply<'_>) -> ServerOutcome {
+    match reply {
+        Reply::Integer(1) => ServerOutcome::Ok,
+        Reply::Integer(0) => ServerOutcome::NotHeld,
+        r => outcome_of_other(r),
+    }
+}
+
 /// The outcome of an error reply or a reply of an unexpected shape.
 pub(crate) fn outcome_of_other(reply: &Reply<'_>) -> ServerOutcome {
     match reply {

@@ -10,7 +10,6 @@ mod watchdog;
 use alloc::sync::Arc;
 use core::fmt;
 use core::time::Duration;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant as StdInstant;
 
 use redlock_core::redlock_resp::Limits;
@@ -330,7 +329,8 @@ impl Builder {
         };
         let transport = Transport::new(&urls, conn).map_err(|e| Error::Io(e.to_string()))?;
         let shared = Shared {
-            inner: Mutex::new(Inner { transport, servers }),
+            transport,
+            servers,
             config: self.config,
             ttl: self.ttl,
         };
@@ -344,17 +344,12 @@ fn core_duration(d: Duration) -> redlock_core::Duration {
     redlock_core::Duration::from_micros(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
-#[derive(Debug)]
-struct Inner {
-    transport: Transport,
-    servers: Servers,
-}
-
 /// A Redlock client over N independent Redis masters.
 ///
 /// `Send + Sync` and cheap to clone (clones share the connections): use it
-/// from many threads. In this version, calls from different threads take
-/// turns on the client's connections.
+/// from many threads. Requests of all threads to one server are pipelined
+/// over that server's single connection; one thread at a time waits on the
+/// sockets and hands each reply to the thread whose operation it answers.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -373,7 +368,9 @@ pub struct Client {
 
 #[derive(Debug)]
 struct Shared {
-    inner: Mutex<Inner>,
+    transport: Transport,
+    /// The server count; incarnations are filled in per acquisition.
+    servers: Servers,
     config: Config,
     ttl: Duration,
 }
@@ -388,15 +385,6 @@ impl Client {
             connect_timeout: Duration::from_secs(1),
             limits: Limits::DEFAULT,
         }
-    }
-
-    fn inner(&self) -> MutexGuard<'_, Inner> {
-        // A panic in another thread cannot leave the connections in a state
-        // that breaks safety: the core re-checks everything per operation.
-        self.shared
-            .inner
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The default ttl.
@@ -442,11 +430,8 @@ impl Client {
         config: Config,
         deadline: Option<StdInstant>,
     ) -> Result<Lock, Error> {
-        let mut inner = self.inner();
-        let Inner { transport, servers } = &mut *inner;
-        for (server, started) in transport.incarnations() {
-            servers.set_incarnation(server, started);
-        }
+        let transport = &self.shared.transport;
+        let servers = transport.servers(self.shared.servers);
         let now = transport.now();
         let deadline = deadline.map(|d| {
             let from_now = d.saturating_duration_since(StdInstant::now());
@@ -454,7 +439,7 @@ impl Client {
         });
         let mut op = Acquire::new(
             &config,
-            servers,
+            &servers,
             resource,
             core_duration(ttl),
             deadline,
@@ -481,8 +466,8 @@ impl Client {
 
     /// Releases `lock` on every server (idempotent: an expired lock is fine).
     pub fn unlock(&self, lock: &Lock) -> Result<Released, Error> {
-        let mut inner = self.inner();
-        let Inner { transport, servers } = &mut *inner;
+        let transport = &self.shared.transport;
+        let servers = &self.shared.servers;
         let now = transport.now();
         let mut op = Release::for_lock(
             &self.shared.config,
@@ -496,8 +481,8 @@ impl Client {
 
     /// Releases `resource` held with `token` (a lock taken by another process).
     pub fn unlock_token(&self, resource: &[u8], token: &[u8]) -> Result<Released, Error> {
-        let mut inner = self.inner();
-        let Inner { transport, servers } = &mut *inner;
+        let transport = &self.shared.transport;
+        let servers = &self.shared.servers;
         let now = transport.now();
         let timeout = self
             .shared
@@ -510,8 +495,8 @@ impl Client {
 
     /// Extends `lock` to a fresh `ttl`. On failure the lock keeps its old validity.
     pub fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<(), Error> {
-        let mut inner = self.inner();
-        let Inner { transport, servers } = &mut *inner;
+        let transport = &self.shared.transport;
+        let servers = &self.shared.servers;
         let now = transport.now();
         let mut op = Extend::new(
             &self.shared.config,
@@ -533,8 +518,8 @@ impl Client {
 
     /// Per server: who holds `resource`, and for how long.
     pub fn inspect(&self, resource: &[u8]) -> Result<Inspection, Error> {
-        let mut inner = self.inner();
-        let Inner { transport, servers } = &mut *inner;
+        let transport = &self.shared.transport;
+        let servers = &self.shared.servers;
         let now = transport.now();
         let timeout = self
             .shared
@@ -563,9 +548,9 @@ impl Client {
 
     /// The servers, as given (passwords hidden when displayed).
     pub fn server_urls(&self) -> Vec<ServerUrl> {
-        let inner = self.inner();
-        (0..inner.transport.len())
-            .filter_map(|i| inner.transport.url(i).cloned())
+        let transport = &self.shared.transport;
+        (0..transport.len())
+            .filter_map(|i| transport.url(i))
             .collect()
     }
 }

@@ -1,27 +1,47 @@
-//! One mio `Poll` over N non-blocking TCP connections, driving core operations.
+//! One mio `Poll` over N non-blocking TCP connections, shared by every thread
+//! that uses the client, driving core operations.
 //!
 //! For each operation, every request is written to every server first, then
 //! replies are read as they come (SPEC A2), under the deadlines the core hands
 //! out. Connections are opened lazily, with a connect timeout, and re-opened
 //! with backoff after errors; each (re)connect pipelines `AUTH`, `SELECT`,
 //! `SCRIPT LOAD` of every script and `INFO server` (for the restart guard)
-//! ahead of the operation's first request. Replies are matched to requests in
-//! order per connection; a reply for no request, or bytes that do not parse,
-//! close that connection.
+//! ahead of the first request. Replies are matched to requests in order per
+//! connection; a reply for no request, or bytes that do not parse, close that
+//! connection.
+//!
+//! # Many threads, one connection per server (leader/follower)
+//!
+//! Each running operation owns a *slot*: a mailbox and a condition variable.
+//! Its requests are queued on the servers' connections tagged with the slot
+//! and the operation's serial, so requests of many threads are pipelined on
+//! one connection and replies are matched in order. One thread at a time is
+//! the *leader*: it waits in `Poll::poll` without holding the state lock,
+//! then reads every ready socket, copies each reply frame into the mailbox of
+//! the operation it answers and wakes that operation's thread. The other
+//! threads (followers) wait on their slot's condition variable, with their own
+//! deadline, and feed their operation from their mailbox. A follower that
+//! queues requests while the leader polls wakes it once (a `mio::Waker`), and
+//! the leader writes everything queued in one write per socket. When the
+//! leader's operation ends it hands the role to a waiting follower.
+//!
+//! A thread alone is always the leader: it never waits on a condition
+//! variable, never uses the waker, and allocates nothing per operation.
 
 use alloc::collections::VecDeque;
 use core::net::SocketAddr;
 use std::io::{self, Read, Write};
 use std::net::ToSocketAddrs;
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Instant as StdInstant;
 
 use core::time::Duration as StdDuration;
 
 use mio::net::TcpStream;
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use redlock_core::redlock_resp::script;
-use redlock_core::redlock_resp::{Limits, Parser, Status, encode};
-use redlock_core::{Instant, Operation, ServerId};
+use redlock_core::redlock_resp::{EncodeError, Limits, Parser, Status, encode};
+use redlock_core::{Instant, MAX_SERVERS, Operation, ServerId, Servers};
 
 use crate::url::ServerUrl;
 
@@ -37,17 +57,21 @@ pub(crate) struct ConnConfig {
 /// What a reply on a connection answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Expect {
-    /// A handshake step; errors in `AUTH`/`SELECT` are kept for the report.
+    /// A handshake step. A failed `AUTH` or `SELECT` shows in the
+    /// operations' own replies (NOAUTH, or keys in the wrong database).
     Auth,
     Select,
     ScriptLoad,
     Info,
-    /// A request of the operation with this serial.
-    Op(u64),
+    /// A request of the operation with this serial, running in this slot.
+    Op {
+        slot: u16,
+        serial: u64,
+    },
 }
 
 #[derive(Debug, PartialEq, Eq)]
-enum State {
+enum ConnState {
     /// Not connected; may connect from `retry_at` on.
     Down { retry_at: StdInstant },
     /// Non-blocking connect in progress since `since`.
@@ -61,7 +85,10 @@ struct Conn {
     url: ServerUrl,
     addrs: Vec<SocketAddr>,
     stream: Option<TcpStream>,
-    state: State,
+    state: ConnState,
+    /// Counts connections made, so that a late verdict on an old one does
+    /// not close its successor.
+    generation: u32,
     failures: u32,
     /// Bytes waiting to be written.
     out: Vec<u8>,
@@ -73,23 +100,84 @@ struct Conn {
     incarnation: Option<(StdInstant, u64)>,
 }
 
-/// The N connections and their poll.
+/// What happened for an operation, in order, waiting in its slot.
+#[derive(Debug, Clone, Copy)]
+enum Event {
+    /// A reply frame from `server`, at `start..end` of the slot's inbox.
+    Reply {
+        server: u8,
+        generation: u32,
+        start: u32,
+        end: u32,
+    },
+    /// The connection to `server` failed with requests of this operation on it.
+    ConnectionError { server: u8 },
+    /// `server`'s current incarnation began at this instant (core clock).
+    Incarnation { server: u8, started: Instant },
+}
+
+/// One running operation's mailbox.
+#[derive(Debug, Default)]
+struct Slot {
+    /// The serial of the operation running here; 0 when free.
+    serial: u64,
+    /// Reply frames, copied from the connection by the leader.
+    inbox: Vec<u8>,
+    events: Vec<Event>,
+    /// The owner waits on its condition variable.
+    waiting: bool,
+}
+
+/// Everything behind the state lock.
 #[derive(Debug)]
-pub(crate) struct Transport {
-    poll: Poll,
-    events: Events,
+struct State {
+    registry: Registry,
     conns: Vec<Conn>,
-    config: ConnConfig,
     parser: Parser,
     scratch: Vec<u8>,
     serial: u64,
+    slots: Vec<Slot>,
+    free: Vec<u16>,
+    /// Threads waiting for a free slot.
+    slot_waiters: usize,
+    /// Some thread is the leader.
+    leader: bool,
+    /// The leader is in `Poll::poll` (without the state lock).
+    polling: bool,
+    /// The waker was used since the leader last polled.
+    woken: bool,
+    /// Slots with new events whose owners must be woken (bit i = slot i).
+    to_notify: u64,
+    config: ConnConfig,
+}
+
+#[derive(Debug)]
+struct Poller {
+    poll: Poll,
+    events: Events,
+}
+
+/// The N connections, their poll, and the slots of running operations.
+#[derive(Debug)]
+pub(crate) struct Transport {
+    state: Mutex<State>,
+    /// Only the leader locks it, without holding the state lock.
+    poller: Mutex<Poller>,
+    waker: Waker,
+    /// Slot i's owner waits on `wakeups[i]`.
+    wakeups: Box<[Condvar]>,
+    slot_free: Condvar,
     /// The origin of the core's clock.
     epoch: StdInstant,
-    /// Connections the last poll reported ready (bit i = server i).
-    ready: u64,
 }
 
 const READ_CHUNK: usize = 16 * 1024;
+
+/// At most this many operations run at once on one client; more threads
+/// wait for a slot.
+const MAX_SLOTS: usize = 64;
+
+const WAKE: Token = Token(usize::MAX);
 
 /// The core's clock reads this many microseconds when the transport is made
 /// (20 years), so that instants before it, such as when a server that has
@@ -98,8 +186,19 @@ pub(crate) const CLOCK_ORIGIN_MICROS: u64 = 20 * 365 * 24 * 3600 * 1_000_000;
 
 /// Requests one connection may have unanswered; past this the server is
 /// considered stuck and the connection is closed (bounded memory when a
-/// server stops answering, e.g. SIGSTOP).
-const MAX_OUTSTANDING: usize = 256;
+/// server stops answering, e.g. SIGSTOP). Running operations send at most 8
+/// each, so 64 slots stay well below it.
+const MAX_OUTSTANDING: usize = 1024;
+
+fn relock<T>(r: Result<T, PoisonError<T>>) -> T {
+    // A panic in another thread cannot leave the state unsafe to use: the
+    // core re-checks everything per operation.
+    r.unwrap_or_else(PoisonError::into_inner)
+}
+
+fn bit(i: usize) -> u64 {
+    1u64.checked_shl(i as u32).unwrap_or(0)
+}
 
 impl Transport {
     pub(crate) fn new(urls: &[ServerUrl], config: ConnConfig) -> io::Result<Transport> {
@@ -110,7 +209,8 @@ impl Transport {
                 url: url.clone(),
                 addrs: Vec::new(),
                 stream: None,
-                state: State::Down { retry_at: now },
+                state: ConnState::Down { retry_at: now },
+                generation: 0,
                 failures: 0,
                 out: Vec::with_capacity(1024),
                 inbuf: Vec::with_capacity(READ_CHUNK),
@@ -119,21 +219,43 @@ impl Transport {
                 incarnation: None,
             })
             .collect();
-        Ok(Transport {
-            poll: Poll::new()?,
-            events: Events::with_capacity(64),
+        let poll = Poll::new()?;
+        let waker = Waker::new(poll.registry(), WAKE)?;
+        let registry = poll.registry().try_clone()?;
+        let state = State {
+            registry,
             conns,
             parser: Parser::new(config.limits),
-            config,
             scratch: vec![0u8; 4096],
             serial: 0,
+            slots: (0..MAX_SLOTS).map(|_| Slot::default()).collect(),
+            free: (0..MAX_SLOTS as u16).rev().collect(),
+            slot_waiters: 0,
+            leader: false,
+            polling: false,
+            woken: false,
+            to_notify: 0,
+            config,
+        };
+        Ok(Transport {
+            state: Mutex::new(state),
+            poller: Mutex::new(Poller {
+                poll,
+                events: Events::with_capacity(64),
+            }),
+            waker,
+            wakeups: (0..MAX_SLOTS).map(|_| Condvar::new()).collect(),
+            slot_free: Condvar::new(),
             epoch: now,
-            ready: 0,
         })
     }
 
+    fn lock(&self) -> MutexGuard<'_, State> {
+        relock(self.state.lock())
+    }
+
     pub(crate) fn len(&self) -> usize {
-        self.conns.len()
+        self.lock().conns.len()
     }
 
     /// The std instant at which the core's clock reads [`CLOCK_ORIGIN_MICROS`].
@@ -156,55 +278,298 @@ impl Transport {
     }
 
     /// The URL of `server`.
-    pub(crate) fn url(&self, server: usize) -> Option<&ServerUrl> {
-        self.conns.get(server).map(|c| &c.url)
+    pub(crate) fn url(&self, server: usize) -> Option<ServerUrl> {
+        self.lock().conns.get(server).map(|c| c.url.clone())
+    }
+
+    /// `base` with when each server's current incarnation began, as far as
+    /// the connections know.
+    pub(crate) fn servers(&self, mut base: Servers) -> Servers {
+        let st = self.lock();
+        for (i, c) in st.conns.iter().enumerate() {
+            if let Some((read_at, uptime)) = c.incarnation {
+                let started = self
+                    .core_instant(read_at)
+                    .saturating_sub(redlock_core::Duration::from_secs(uptime));
+                base.set_incarnation(ServerId(i as u8), started);
+            }
+        }
+        base
     }
 
     /// Runs `op` to its outcome, then sends what it still has to send
     /// (releases of a failed attempt) before returning.
     pub(crate) fn run<O: Operation>(
-        &mut self,
+        &self,
         op: &mut O,
         mut on_incarnation: impl FnMut(&mut O, ServerId, Instant),
     ) -> O::Output {
-        self.serial += 1;
-        let serial = self.serial;
+        let mut st = self.lock();
+        let slot = loop {
+            if let Some(s) = st.free.pop() {
+                break usize::from(s);
+            }
+            st.slot_waiters += 1;
+            st = relock(self.slot_free.wait(st));
+            st.slot_waiters -= 1;
+        };
+        st.serial += 1;
+        let serial = st.serial;
+        st.slots[slot].serial = serial;
+        let mut guard = SlotGuard {
+            transport: self,
+            slot,
+            leading: false,
+            armed: true,
+        };
         let mut outcome = None;
-        loop {
+        let out = loop {
             let now = self.now();
-            // 1. Everything the operation wants to send goes out first.
-            self.transmit(op, serial, now);
-            if outcome.is_none() {
-                outcome = op.poll_outcome();
-            }
-            if let Some(out) = outcome.take() {
-                if op.is_finished() {
-                    self.flush_all();
-                    return out;
-                }
-                outcome = Some(out);
-            }
-            // 2. Wait for replies, connects, or the next deadline.
-            let deadline = self.next_deadline(op);
-            self.wait(deadline);
-            // 3. Feed what happened.
-            let now = self.now();
-            self.progress_connects(op, now);
-            self.read_all(op, serial, now, &mut on_incarnation);
+            // 1. Feed what happened, then check the deadlines.
+            st.deliver(op, slot, now, &mut on_incarnation);
             if let Some(d) = op.poll_timeout() {
                 if now >= d {
                     op.handle_timeout(now);
                 }
             }
+            // 2. Everything the operation wants to send goes out.
+            if st.transmit(op, slot, serial, now) {
+                if st.polling {
+                    // The leader writes it, with whatever else is queued.
+                    if !st.woken {
+                        st.woken = true;
+                        let _ = self.waker.wake();
+                    }
+                } else {
+                    st.flush_all();
+                }
+            }
+            self.notify(&mut st);
+            if outcome.is_none() {
+                outcome = op.poll_outcome();
+            }
+            if op.is_finished() {
+                if let Some(out) = outcome.take() {
+                    break out;
+                }
+            }
+            // 3. Wait for replies, connects, or the next deadline.
+            let deadline = op.poll_timeout().map(|t| self.std_instant(t));
+            if guard.leading || !st.leader {
+                st.leader = true;
+                guard.leading = true;
+                st = self.lead(st, deadline);
+            } else {
+                st.slots[slot].waiting = true;
+                let cv = &self.wakeups[slot];
+                st = match deadline {
+                    Some(d) => {
+                        let wait = d.saturating_duration_since(StdInstant::now());
+                        relock(cv.wait_timeout(st, wait)).0
+                    }
+                    None => relock(cv.wait(st)),
+                };
+                st.slots[slot].waiting = false;
+            }
+        };
+        guard.armed = false;
+        self.finish(&mut st, slot, guard.leading);
+        out
+    }
+
+    /// Frees `slot` and, if its thread led, hands the role on.
+    fn finish(&self, st: &mut State, slot: usize, leading: bool) {
+        if let Some(s) = st.slots.get_mut(slot) {
+            s.serial = 0;
+            s.events.clear();
+            s.inbox.clear();
+            s.waiting = false;
+        }
+        st.free.push(slot as u16);
+        self.notify(st);
+        if st.slot_waiters > 0 {
+            self.slot_free.notify_one();
+        }
+        if leading {
+            st.leader = false;
+            if let Some(next) = st.slots.iter().position(|s| s.waiting) {
+                self.wakeups[next].notify_one();
+            }
         }
     }
 
-    fn transmit<O: Operation>(&mut self, op: &mut O, serial: u64, now: Instant) {
+    /// Wakes the owners of slots that got events.
+    fn notify(&self, st: &mut State) {
+        self.wake(st.waiting_to_notify());
+    }
+
+    /// Wakes the owners of the slots in `mask`.
+    fn wake(&self, mut mask: u64) {
+        while mask != 0 {
+            let i = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            if let Some(cv) = self.wakeups.get(i) {
+                cv.notify_one();
+            }
+        }
+    }
+
+    /// One round as the leader: poll without the state lock, then write what
+    /// is queued, finish connects, and route the replies of ready sockets.
+    fn lead<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        deadline: Option<StdInstant>,
+    ) -> MutexGuard<'a, State> {
+        let deadline = st
+            .connect_deadline()
+            .map_or(deadline, |c| Some(deadline.map_or(c, |d| d.min(c))));
+        st.polling = true;
+        // Wake the followers that got replies once the lock is free, so
+        // that they do not wake only to wait for it.
+        let wake = st.waiting_to_notify();
+        drop(st);
+        self.wake(wake);
+        let mut ready = 0u64;
+        {
+            let mut poller = relock(self.poller.lock());
+            let Poller { poll, events } = &mut *poller;
+            let timeout = deadline.map(|d| d.saturating_duration_since(StdInstant::now()));
+            // Spurious wake-ups and EINTR are harmless: the caller re-checks everything.
+            let _ = poll.poll(events, timeout);
+            for event in events.iter() {
+                if event.token() != WAKE {
+                    ready |= bit(event.token().0);
+                }
+            }
+        }
+        let mut st = self.lock();
+        st.polling = false;
+        st.woken = false;
+        let now = self.now();
+        st.flush_all();
+        st.progress_connects();
+        st.read_ready(ready, now);
+        st
+    }
+}
+
+/// Frees the slot (and the leader role) if an operation unwinds.
+struct SlotGuard<'a> {
+    transport: &'a Transport,
+    slot: usize,
+    leading: bool,
+    armed: bool,
+}
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let mut st = self.transport.lock();
+            if self.leading {
+                st.polling = false;
+            }
+            self.transport.finish(&mut st, self.slot, self.leading);
+        }
+    }
+}
+
+impl State {
+    /// Takes the slots with new events whose owners wait for them.
+    fn waiting_to_notify(&mut self) -> u64 {
+        let mut mask = core::mem::take(&mut self.to_notify);
+        let mut waiting = 0;
+        while mask != 0 {
+            let i = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            if self.slots.get(i).is_some_and(|s| s.waiting) {
+                waiting |= bit(i);
+            }
+        }
+        waiting
+    }
+
+    /// Feeds `op` the events waiting in its slot, in order.
+    fn deliver<O: Operation>(
+        &mut self,
+        op: &mut O,
+        slot: usize,
+        now: Instant,
+        on_incarnation: &mut impl FnMut(&mut O, ServerId, Instant),
+    ) {
+        let State { slots, parser, .. } = self;
+        let Some(s) = slots.get_mut(slot) else {
+            return;
+        };
+        if s.events.is_empty() {
+            return;
+        }
+        // Servers whose stream turned out of step: (server, generation).
+        let mut bad = [None::<u32>; MAX_SERVERS];
+        for event in &s.events {
+            match *event {
+                Event::Reply {
+                    server,
+                    generation,
+                    start,
+                    end,
+                } => {
+                    let Some(bad) = bad.get_mut(usize::from(server)) else {
+                        continue;
+                    };
+                    if bad.is_some() {
+                        continue;
+                    }
+                    let frame = s.inbox.get(start as usize..end as usize).unwrap_or(&[]);
+                    let ok = match parser.parse(frame) {
+                        Ok(Status::Complete((reply, _))) => {
+                            op.handle_reply(now, ServerId(server), reply).is_ok()
+                        }
+                        // Parsed once already by the leader: cannot happen.
+                        _ => false,
+                    };
+                    if !ok {
+                        *bad = Some(generation);
+                    }
+                }
+                Event::ConnectionError { server } => {
+                    op.handle_connection_error(now, ServerId(server))
+                }
+                Event::Incarnation { server, started } => {
+                    on_incarnation(op, ServerId(server), started)
+                }
+            }
+        }
+        s.events.clear();
+        s.inbox.clear();
+        for (i, generation) in bad.iter().enumerate() {
+            let Some(generation) = *generation else {
+                continue;
+            };
+            if let Some(conn) = self.conns.get(i) {
+                log::warn!("redlock: {} answered a request it was not sent", conn.url);
+                if conn.generation == generation {
+                    self.fail(i);
+                }
+            }
+            op.handle_connection_error(now, ServerId(i as u8));
+        }
+    }
+
+    /// Queues what `op` wants to send; true if anything was queued.
+    fn transmit<O: Operation>(
+        &mut self,
+        op: &mut O,
+        slot: usize,
+        serial: u64,
+        now: Instant,
+    ) -> bool {
+        let mut queued = false;
         loop {
             let t = match op.poll_transmit(now, &mut self.scratch) {
                 Ok(Some(t)) => t,
                 Ok(None) => break,
-                Err(redlock_core::redlock_resp::EncodeError::BufferTooSmall { needed }) => {
+                Err(EncodeError::BufferTooSmall { needed }) => {
                     self.scratch.resize(needed, 0);
                     continue;
                 }
@@ -212,18 +577,22 @@ impl Transport {
             };
             let i = t.server.index();
             if self.conns[i].expect.len() >= MAX_OUTSTANDING {
-                self.fail_op(op, i, serial, now);
+                log::warn!("redlock: {} stopped answering", self.conns[i].url);
+                self.fail(i);
             }
-            let ready = self.ensure_connecting(i);
-            let conn = &mut self.conns[i];
-            if !ready {
+            if !self.ensure_connecting(i) {
                 op.handle_connection_error(now, t.server);
                 continue;
             }
+            let conn = &mut self.conns[i];
             conn.out.extend_from_slice(&self.scratch[..t.len]);
-            conn.expect.push_back(Expect::Op(serial));
+            conn.expect.push_back(Expect::Op {
+                slot: slot as u16,
+                serial,
+            });
+            queued = true;
         }
-        self.flush_all();
+        queued
     }
 
     /// Makes sure server `i` is connected or connecting (starting a connect,
@@ -232,12 +601,14 @@ impl Transport {
     fn ensure_connecting(&mut self, i: usize) -> bool {
         let now = StdInstant::now();
         match self.conns[i].state {
-            State::Up | State::Connecting { .. } => return true,
-            State::Down { retry_at } if now < retry_at => return false,
-            State::Down { .. } => {}
+            ConnState::Up | ConnState::Connecting { .. } => return true,
+            ConnState::Down { retry_at } if now < retry_at => return false,
+            ConnState::Down { .. } => {}
         }
         match self.connect(i) {
             Ok(()) => {
+                // A leader in `poll` is woken (a request is queued behind
+                // the handshake) and learns the connect deadline.
                 log::debug!("redlock: connecting to {}", self.conns[i].url);
                 true
             }
@@ -261,14 +632,15 @@ impl Transport {
             .first()
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))?;
         let mut stream = TcpStream::connect(addr)?;
-        self.poll.registry().register(
+        self.registry.register(
             &mut stream,
             Token(i),
             Interest::READABLE | Interest::WRITABLE,
         )?;
         conn.stream = Some(stream);
+        conn.generation = conn.generation.wrapping_add(1);
         conn.writable_interest = true;
-        conn.state = State::Connecting {
+        conn.state = ConnState::Connecting {
             since: StdInstant::now(),
         };
         conn.out.clear();
@@ -278,13 +650,12 @@ impl Transport {
         let mut buf = [0u8; 512];
         let url = conn.url.clone();
         if let Some(pw) = &url.password {
-            let n = match &url.user {
+            match &url.user {
                 Some(user) => encode_growing(&mut conn.out, |b| {
                     encode::auth_user(b, user.as_bytes(), pw.expose().as_bytes())
                 }),
                 None => encode_growing(&mut conn.out, |b| encode::auth(b, pw.expose().as_bytes())),
             };
-            let _ = n;
             conn.expect.push_back(Expect::Auth);
         }
         if url.db != 0 {
@@ -313,9 +684,19 @@ impl Transport {
     }
 
     /// Closes server `i`'s connection after an error; it may reconnect after
-    /// an exponential backoff.
+    /// an exponential backoff. Every operation with requests on it is told.
     fn fail(&mut self, i: usize) {
-        let conn = &mut self.conns[i];
+        let State {
+            conns,
+            slots,
+            registry,
+            to_notify,
+            config,
+            ..
+        } = self;
+        let Some(conn) = conns.get_mut(i) else {
+            return;
+        };
         if conn.stream.is_some() {
             log::warn!(
                 "redlock: closing the connection to {} after an error",
@@ -323,16 +704,29 @@ impl Transport {
             );
         }
         if let Some(mut s) = conn.stream.take() {
-            let _ = self.poll.registry().deregister(&mut s);
+            let _ = registry.deregister(&mut s);
         }
+        let mut told = 0u64;
+        for e in &conn.expect {
+            if let Expect::Op { slot, serial } = *e {
+                let slot = usize::from(slot);
+                if told & bit(slot) != 0 {
+                    continue;
+                }
+                if let Some(s) = slots.get_mut(slot).filter(|s| s.serial == serial) {
+                    s.events.push(Event::ConnectionError { server: i as u8 });
+                    told |= bit(slot);
+                }
+            }
+        }
+        *to_notify |= told;
         conn.failures = conn.failures.saturating_add(1);
         let shift = conn.failures.min(16) - 1;
-        let backoff = self
-            .config
+        let backoff = config
             .backoff_min
             .saturating_mul(1 << shift)
-            .min(self.config.backoff_max);
-        conn.state = State::Down {
+            .min(config.backoff_max);
+        conn.state = ConnState::Down {
             retry_at: StdInstant::now() + backoff,
         };
         conn.out.clear();
@@ -341,21 +735,12 @@ impl Transport {
         conn.writable_interest = false;
     }
 
-    /// Closes server `i` and tells the operation its requests there are lost.
-    fn fail_op<O: Operation>(&mut self, op: &mut O, i: usize, serial: u64, now: Instant) {
-        let had = self.conns[i]
-            .expect
-            .iter()
-            .any(|e| *e == Expect::Op(serial));
-        self.fail(i);
-        if had {
-            op.handle_connection_error(now, ServerId(i as u8));
-        }
-    }
-
     fn flush_all(&mut self) {
         for i in 0..self.conns.len() {
-            if self.conns[i].state == State::Up && self.flush(i).is_err() {
+            if self.conns[i].state == ConnState::Up
+                && !self.conns[i].out.is_empty()
+                && self.flush(i).is_err()
+            {
                 self.fail(i);
             }
         }
@@ -385,39 +770,28 @@ impl Transport {
             } else {
                 Interest::READABLE
             };
-            self.poll
-                .registry()
-                .reregister(stream, Token(i), interest)?;
+            self.registry.reregister(stream, Token(i), interest)?;
             conn.writable_interest = want;
         }
         Ok(())
     }
 
-    fn next_deadline<O: Operation>(&self, op: &O) -> Option<StdInstant> {
-        let mut d = op.poll_timeout().map(|t| self.std_instant(t));
-        for c in &self.conns {
-            if let State::Connecting { since } = c.state {
-                let t = since + self.config.connect_timeout;
-                d = Some(d.map_or(t, |d| d.min(t)));
-            }
-        }
-        d
-    }
-
-    fn wait(&mut self, deadline: Option<StdInstant>) {
-        let timeout = deadline.map(|d| d.saturating_duration_since(StdInstant::now()));
-        // Spurious wake-ups and EINTR are harmless: the caller re-checks everything.
-        let _ = self.poll.poll(&mut self.events, timeout);
-        for event in self.events.iter() {
-            self.ready |= 1u64.checked_shl(event.token().0 as u32).unwrap_or(0);
-        }
+    /// The earliest connect timeout of a connect in progress.
+    fn connect_deadline(&self) -> Option<StdInstant> {
+        self.conns
+            .iter()
+            .filter_map(|c| match c.state {
+                ConnState::Connecting { since } => Some(since + self.config.connect_timeout),
+                _ => None,
+            })
+            .min()
     }
 
     /// Finishes non-blocking connects (`take_error`, `peer_addr`), and
     /// fails those past the connect timeout.
-    fn progress_connects<O: Operation>(&mut self, op: &mut O, now: Instant) {
+    fn progress_connects(&mut self) {
         for i in 0..self.conns.len() {
-            let State::Connecting { since } = self.conns[i].state else {
+            let ConnState::Connecting { since } = self.conns[i].state else {
                 continue;
             };
             let stream = self.conns[i].stream.as_ref();
@@ -431,67 +805,45 @@ impl Transport {
                 Some(true) => {
                     let conn = &mut self.conns[i];
                     log::debug!("redlock: connected to {}", conn.url);
-                    conn.state = State::Up;
+                    conn.state = ConnState::Up;
                     if let Some(s) = conn.stream.as_ref() {
                         let _ = s.set_nodelay(true);
                     }
                     if self.flush(i).is_err() {
-                        self.fail_op(op, i, self.serial, now);
+                        self.fail(i);
                     }
                 }
-                Some(false) => self.fail_op(op, i, self.serial, now),
-                None if StdInstant::now() >= since + self.config.connect_timeout => {
-                    self.fail_op(op, i, self.serial, now)
-                }
+                Some(false) => self.fail(i),
+                None if StdInstant::now() >= since + self.config.connect_timeout => self.fail(i),
                 None => {}
             }
         }
     }
 
-    fn read_all<O: Operation>(
-        &mut self,
-        op: &mut O,
-        serial: u64,
-        now: Instant,
-        on_incarnation: &mut impl FnMut(&mut O, ServerId, Instant),
-    ) {
+    /// Reads the sockets the poll reported ready and routes their replies.
+    fn read_ready(&mut self, ready: u64, now: Instant) {
         for i in 0..self.conns.len() {
-            if self.conns[i].state != State::Up {
-                continue;
-            }
-            if self.flush(i).is_err() {
-                self.fail_op(op, i, serial, now);
-                continue;
-            }
             // Only sockets the poll reported: each is read until WouldBlock
             // (mio is edge-triggered), the others would read nothing.
-            if self.ready & (1u64 << i) == 0 {
+            if self.conns[i].state != ConnState::Up || ready & bit(i) == 0 {
                 continue;
             }
-            match self.read(i) {
-                Ok(()) => {}
-                Err(_) => {
-                    // Parse what arrived before the error, then close.
-                    let _ = self.dispatch(op, i, serial, now, on_incarnation);
-                    self.fail_op(op, i, serial, now);
-                    continue;
-                }
-            }
-            if self.dispatch(op, i, serial, now, on_incarnation).is_err() {
-                self.fail_op(op, i, serial, now);
+            let read = self.read(i);
+            // Parse what arrived, even before an error, then close on error.
+            let routed = self.dispatch(i, now);
+            if read.is_err() || routed.is_err() {
+                self.fail(i);
             }
         }
-        self.ready = 0;
     }
 
     /// Reads until `WouldBlock`, bounded by the frame limit.
     fn read(&mut self, i: usize) -> io::Result<()> {
-        let limit = self
-            .config
-            .limits
+        let limits = self.config.limits;
+        let limit = limits
             .max_frame_len
-            .saturating_add(self.config.limits.max_line_len)
-            + READ_CHUNK;
+            .saturating_add(limits.max_line_len)
+            .saturating_add(READ_CHUNK);
         let conn = &mut self.conns[i];
         let Some(stream) = conn.stream.as_mut() else {
             return Ok(());
@@ -522,20 +874,21 @@ impl Transport {
         }
     }
 
-    /// Parses every complete reply on connection `i` and routes it.
-    fn dispatch<O: Operation>(
-        &mut self,
-        op: &mut O,
-        i: usize,
-        serial: u64,
-        now: Instant,
-        on_incarnation: &mut impl FnMut(&mut O, ServerId, Instant),
-    ) -> Result<(), ()> {
+    /// Parses every complete reply on connection `i` and puts each in the
+    /// mailbox of the operation it answers.
+    fn dispatch(&mut self, i: usize, now: Instant) -> Result<(), ()> {
+        let State {
+            conns,
+            parser,
+            slots,
+            to_notify,
+            ..
+        } = self;
+        let conn = &mut conns[i];
         let mut used_total = 0;
         let result = loop {
-            let conn = &mut self.conns[i];
-            let input = &conn.inbuf[used_total..];
-            let (reply, used) = match self.parser.parse(input) {
+            let input = conn.inbuf.get(used_total..).unwrap_or(&[]);
+            let (reply, used) = match parser.parse(input) {
                 Ok(Status::Complete(x)) => x,
                 Ok(Status::Incomplete) => break Ok(()),
                 Err(e) => {
@@ -543,6 +896,7 @@ impl Transport {
                     break Err(());
                 }
             };
+            let frame = used_total..used_total + used;
             used_total += used;
             if reply.is_push() {
                 continue;
@@ -553,42 +907,55 @@ impl Transport {
                 break Err(());
             };
             match expect {
-                Expect::Op(s) if s == serial => {
-                    if op.handle_reply(now, ServerId(i as u8), reply).is_err() {
-                        break Err(());
+                Expect::Op { slot, serial } => {
+                    let slot = usize::from(slot);
+                    // Else: a reply to an operation that already returned.
+                    if let Some(s) = slots.get_mut(slot).filter(|s| s.serial == serial) {
+                        let start = s.inbox.len();
+                        s.inbox.extend_from_slice(&conn.inbuf[frame]);
+                        s.events.push(Event::Reply {
+                            server: i as u8,
+                            generation: conn.generation,
+                            start: start as u32,
+                            end: s.inbox.len() as u32,
+                        });
+                        *to_notify |= bit(slot);
                     }
                 }
-                // A reply to an operation that already returned: dropped.
-                Expect::Op(_) => {}
-                // A failed AUTH or SELECT shows in the operation's own
-                // replies (NOAUTH, or keys in the wrong database).
                 Expect::Auth | Expect::Select | Expect::ScriptLoad => {}
                 Expect::Info => {
-                    if let Some(uptime) = reply.as_bytes().and_then(uptime_seconds) {
-                        conn.incarnation = Some((StdInstant::now(), uptime));
-                        let started = now.saturating_sub(redlock_core::Duration::from_secs(uptime));
-                        on_incarnation(op, ServerId(i as u8), started);
+                    let Some(uptime) = reply.as_bytes().and_then(uptime_seconds) else {
+                        continue;
+                    };
+                    conn.incarnation = Some((StdInstant::now(), uptime));
+                    let started = now.saturating_sub(redlock_core::Duration::from_secs(uptime));
+                    // The operations with requests behind it learn it first.
+                    let mut told = 0u64;
+                    for e in &conn.expect {
+                        let Expect::Op { slot, serial } = *e else {
+                            continue;
+                        };
+                        let slot = usize::from(slot);
+                        if told & bit(slot) != 0 {
+                            continue;
+                        }
+                        if let Some(s) = slots.get_mut(slot).filter(|s| s.serial == serial) {
+                            s.events.push(Event::Incarnation {
+                                server: i as u8,
+                                started,
+                            });
+                            told |= bit(slot);
+                        }
                     }
+                    *to_notify |= told;
                 }
             }
         };
-        let conn = &mut self.conns[i];
         conn.inbuf.drain(..used_total.min(conn.inbuf.len()));
-        if result.is_ok() {
+        if result.is_ok() && used_total > 0 {
             conn.failures = 0;
         }
         result
-    }
-
-    /// When each server's current incarnation began, on the core's clock.
-    pub(crate) fn incarnations(&self) -> impl Iterator<Item = (ServerId, Instant)> + '_ {
-        self.conns.iter().enumerate().filter_map(|(i, c)| {
-            let (read_at, uptime) = c.incarnation?;
-            let started = self
-                .core_instant(read_at)
-                .saturating_sub(redlock_core::Duration::from_secs(uptime));
-            Some((ServerId(i as u8), started))
-        })
     }
 }
 

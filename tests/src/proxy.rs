@@ -3,7 +3,7 @@
 
 use alloc::sync::Arc;
 use core::net::SocketAddr;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use core::time::Duration;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -31,6 +31,10 @@ pub enum Fault {
 struct Shared {
     fault: Mutex<Fault>,
     stop: AtomicBool,
+    /// Connections accepted so far.
+    accepted: AtomicUsize,
+    /// Client-to-server bytes held now (under [`Fault::Hold`]).
+    held_upstream: AtomicUsize,
 }
 
 impl Shared {
@@ -55,12 +59,15 @@ impl FaultProxy {
         let shared = Arc::new(Shared {
             fault: Mutex::new(Fault::Pass),
             stop: AtomicBool::new(false),
+            accepted: AtomicUsize::new(0),
+            held_upstream: AtomicUsize::new(0),
         });
         let s = shared.clone();
         thread::spawn(move || {
             while !s.stop.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((client, _)) => {
+                        s.accepted.fetch_add(1, Ordering::Relaxed);
                         if s.fault() == Fault::Reset {
                             let _ = client.shutdown(Shutdown::Both);
                             continue;
@@ -70,13 +77,13 @@ impl FaultProxy {
                         };
                         let _ = client.set_nodelay(true);
                         let _ = server.set_nodelay(true);
-                        for (from, to) in [
-                            (client.try_clone(), server.try_clone()),
-                            (server.try_clone(), client.try_clone()),
+                        for (from, to, upstream) in [
+                            (client.try_clone(), server.try_clone(), true),
+                            (server.try_clone(), client.try_clone(), false),
                         ] {
                             if let (Ok(from), Ok(to)) = (from, to) {
                                 let s = s.clone();
-                                thread::spawn(move || pump(from, to, &s));
+                                thread::spawn(move || pump(from, to, &s, upstream));
                             }
                         }
                     }
@@ -90,6 +97,16 @@ impl FaultProxy {
     /// Where clients should connect.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// How many connections the proxy accepted so far.
+    pub fn accepted(&self) -> usize {
+        self.shared.accepted.load(Ordering::Relaxed)
+    }
+
+    /// How many client-to-server bytes are held now (under [`Fault::Hold`]).
+    pub fn held_upstream(&self) -> usize {
+        self.shared.held_upstream.load(Ordering::Relaxed)
     }
 
     /// Changes what the proxy does from now on.
@@ -109,7 +126,14 @@ impl Drop for FaultProxy {
 }
 
 /// Copies `from` to `to`, applying the current fault.
-fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared) {
+fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, upstream: bool) {
+    let count = |n: usize, add: bool| {
+        if upstream && add {
+            shared.held_upstream.fetch_add(n, Ordering::Relaxed);
+        } else if upstream {
+            shared.held_upstream.fetch_sub(n, Ordering::Relaxed);
+        }
+    };
     let _ = from.set_read_timeout(Some(Duration::from_millis(20)));
     let mut held: Vec<u8> = Vec::new();
     let mut buf = [0u8; 16 * 1024];
@@ -121,11 +145,11 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared) {
         if before == Fault::Reset {
             break;
         }
-        if before != Fault::Hold
-            && !held.is_empty()
-            && to.write_all(&core::mem::take(&mut held)).is_err()
-        {
-            break;
+        if before != Fault::Hold && !held.is_empty() {
+            count(held.len(), false);
+            if to.write_all(&core::mem::take(&mut held)).is_err() {
+                break;
+            }
         }
         let n = match from.read(&mut buf) {
             Ok(0) => break,
@@ -142,11 +166,11 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared) {
         };
         // The fault in force when the bytes arrived.
         let fault = shared.fault();
-        if fault != Fault::Hold
-            && !held.is_empty()
-            && to.write_all(&core::mem::take(&mut held)).is_err()
-        {
-            break;
+        if fault != Fault::Hold && !held.is_empty() {
+            count(held.len(), false);
+            if to.write_all(&core::mem::take(&mut held)).is_err() {
+                break;
+            }
         }
         let data = &buf[..n];
         let ok = match fault {
@@ -156,6 +180,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared) {
                 to.write_all(data).is_ok()
             }
             Fault::Hold => {
+                count(data.len(), true);
                 held.extend_from_slice(data);
                 true
             }
@@ -170,6 +195,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared) {
             break;
         }
     }
+    count(held.len(), false);
     let _ = from.shutdown(Shutdown::Both);
     let _ = to.shutdown(Shutdown::Both);
 }

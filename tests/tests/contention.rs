@@ -24,7 +24,10 @@ fn client(urls: &[String]) -> Client {
 
 /// Increments the number in `register` under the lock, `CYCLES` times.
 fn work(urls: &[String], register: &Path) {
-    let c = client(urls);
+    work_with(&client(urls), register);
+}
+
+fn work_with(c: &Client, register: &Path) {
     for _ in 0..CYCLES {
         let deadline = Instant::now() + Duration::from_secs(30);
         let lock = c
@@ -59,6 +62,22 @@ fn sixteen_threads_lose_no_update() {
     std::thread::scope(|scope| {
         for _ in 0..16 {
             scope.spawn(|| work(&urls, &register));
+        }
+    });
+    let n: usize = std::fs::read_to_string(&register).unwrap().parse().unwrap();
+    let _ = std::fs::remove_file(&register);
+    assert_eq!(n, 16 * CYCLES);
+}
+
+#[test]
+fn sixteen_threads_sharing_one_client_lose_no_update() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start().unwrap()).collect();
+    let urls: Vec<String> = servers.iter().map(|s| s.addr().to_string()).collect();
+    let register = register_file("shared");
+    let c = client(&urls);
+    std::thread::scope(|scope| {
+        for _ in 0..16 {
+            scope.spawn(|| work_with(&c, &register));
         }
     });
     let n: usize = std::fs::read_to_string(&register).unwrap().parse().unwrap();

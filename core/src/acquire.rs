@@ -259,16 +259,21 @@ impl<'r> Acquire<'r> {
         }
     }
 
+    /// Conflict when another holder's key is what stood in the way: some
+    /// server answered "held", and the servers that failed (timed out,
+    /// connection lost, error) were too few to block a majority by
+    /// themselves. Otherwise unavailable.
     fn classify(&self, quorum: usize) -> FailureKind {
         let e = &self.engine;
         let held = e
             .count(ServerOutcome::Held)
             .saturating_add(e.count(ServerOutcome::NotHeld));
-        let answered = e
+        let not_failed = e
             .count(ServerOutcome::Ok)
             .saturating_add(held)
-            .saturating_add(e.count(ServerOutcome::Restarted));
-        if held > 0 && answered >= quorum {
+            .saturating_add(e.count(ServerOutcome::Restarted))
+            .saturating_add(e.count(ServerOutcome::Pending));
+        if held > 0 && not_failed >= quorum {
             FailureKind::Conflict
         } else {
             FailureKind::Unavailable

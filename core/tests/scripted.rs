@@ -259,6 +259,29 @@ fn conflict_is_decided_as_soon_as_a_majority_is_impossible_and_releases_everywhe
 }
 
 #[test]
+fn a_held_key_with_a_minority_down_is_a_conflict_and_with_a_majority_down_unavailable() {
+    // Two of five down: the one "held" decides it (3 = quorum can no longer
+    // say OK), and the lock being held is what stood in the way.
+    let mut d = acquire(&no_retry(), 5, 10_000, ms(0));
+    d.sent(ms(0));
+    d.op.handle_connection_error(ms(1), ServerId(3));
+    d.op.handle_connection_error(ms(1), ServerId(4));
+    assert!(d.outcome().is_none());
+    d.reply(ms(2), 0, b"$-1\r\n").unwrap();
+    let err = d.outcome().unwrap().unwrap_err();
+    assert_eq!(err.kind, FailureKind::Conflict);
+    // One "held", then the other four time out together: the failures
+    // alone block a majority, so unavailable.
+    let mut d = acquire(&no_retry(), 5, 10_000, ms(0));
+    d.sent(ms(0));
+    d.reply(ms(1), 0, b"$-1\r\n").unwrap();
+    assert!(d.outcome().is_none());
+    d.op.handle_timeout(ms(100));
+    let err = d.outcome().unwrap().unwrap_err();
+    assert_eq!(err.kind, FailureKind::Unavailable);
+}
+
+#[test]
 fn silent_servers_cost_one_request_timeout_and_fail_as_unavailable() {
     let mut d = acquire(&no_retry(), 3, 2_000, ms(0));
     d.sent(ms(0));

@@ -21,7 +21,7 @@ pub use redlock_core::{
 
 use crate::transport::{ConnConfig, Transport};
 pub use crate::url::{Secret, ServerUrl, UrlError};
-pub use crate::watchdog::{AutoLock, LockGuard, Lost};
+pub use crate::watchdog::{AutoLock, LockGuard, Lost, OnLost};
 
 /// Why a call failed. Never contains a password.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,7 +90,8 @@ impl fmt::Display for Error {
 
 impl core::error::Error for Error {}
 
-fn describe(o: ServerOutcome) -> String {
+/// What a server's outcome means, in a few words ("held by another token").
+pub fn describe(o: ServerOutcome) -> String {
     match o {
         ServerOutcome::Ok => "ok".into(),
         ServerOutcome::Held => "held by another token".into(),

@@ -83,14 +83,15 @@ impl core::fmt::Display for Lost {
     }
 }
 
-type Callback = Box<dyn Fn(&Lost) + Send + Sync>;
+/// A function called (from the watchdog thread) when a watched lock is lost.
+pub type OnLost = Box<dyn Fn(&Lost) + Send + Sync>;
 
 struct Watch {
     lock: Mutex<Lock>,
     lost: Mutex<Option<Lost>>,
     changed: Condvar,
     stop: AtomicBool,
-    on_lost: Option<Callback>,
+    on_lost: Option<OnLost>,
 }
 
 impl core::fmt::Debug for Watch {
@@ -295,13 +296,29 @@ impl Client {
         self.start_watch(resource, ttl, Some(Box::new(on_lost)))
     }
 
+    /// Keeps `lock`, acquired earlier with `ttl` (by [`Client::lock_until`],
+    /// say), alive with a watchdog (SPEC F2), calling `on_lost` (from the
+    /// watchdog thread) as soon as it is lost.
+    pub fn auto_extend(
+        &self,
+        lock: Lock,
+        ttl: Duration,
+        on_lost: Option<OnLost>,
+    ) -> Result<AutoLock, Error> {
+        self.watch(lock, ttl, on_lost)
+    }
+
     fn start_watch(
         &self,
         resource: &[u8],
         ttl: Duration,
-        on_lost: Option<Callback>,
+        on_lost: Option<OnLost>,
     ) -> Result<AutoLock, Error> {
         let lock = self.lock(resource, ttl)?;
+        self.watch(lock, ttl, on_lost)
+    }
+
+    fn watch(&self, lock: Lock, ttl: Duration, on_lost: Option<OnLost>) -> Result<AutoLock, Error> {
         let watch = Arc::new(Watch {
             lock: Mutex::new(lock),
             lost: Mutex::new(None),

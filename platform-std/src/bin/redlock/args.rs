@@ -1,0 +1,224 @@
+//! Command-line arguments: options, durations, servers, usage errors.
+
+use core::fmt;
+use core::time::Duration;
+
+/// A usage error (exit status 64).
+#[derive(Debug)]
+pub(crate) struct Usage(pub(crate) String);
+
+impl fmt::Display for Usage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+pub(crate) fn usage(msg: impl Into<String>) -> Usage {
+    Usage(msg.into())
+}
+
+/// The parsed arguments of one subcommand: options, then positionals, then
+/// (for `lock`) the command after `--`.
+#[derive(Debug, Default)]
+pub(crate) struct Args {
+    options: Vec<(String, Option<String>)>,
+    pub(crate) positionals: Vec<String>,
+    pub(crate) command: Vec<String>,
+    pub(crate) help: bool,
+}
+
+/// Which options take a value, and which are flags.
+pub(crate) struct Spec {
+    pub(crate) with_value: &'static [&'static str],
+    pub(crate) flags: &'static [&'static str],
+    /// Everything after `--` (or after the positionals are complete) is a command.
+    pub(crate) command_after: Option<usize>,
+}
+
+impl Args {
+    /// Parses `raw` (the arguments after the subcommand) by `spec`.
+    pub(crate) fn parse(raw: &[String], spec: &Spec) -> Result<Args, Usage> {
+        let mut args = Args::default();
+        let mut i = 0;
+        while let Some(arg) = raw.get(i) {
+            i += 1;
+            if arg == "--" {
+                if spec.command_after.is_none() {
+                    return Err(usage("unexpected `--`"));
+                }
+                args.command = raw.get(i..).unwrap_or_default().to_vec();
+                break;
+            }
+            if arg == "-h" || arg == "--help" {
+                args.help = true;
+                continue;
+            }
+            if let Some(long) = arg.strip_prefix("--") {
+                let (name, inline) = match long.split_once('=') {
+                    Some((n, v)) => (n, Some(v.to_string())),
+                    None => (long, None),
+                };
+                if spec.flags.contains(&name) {
+                    if inline.is_some() {
+                        return Err(usage(format!("--{name} takes no value")));
+                    }
+                    args.options.push((name.to_string(), None));
+                } else if spec.with_value.contains(&name) {
+                    let value = match inline {
+                        Some(v) => v,
+                        None => {
+                            let v = raw
+                                .get(i)
+                                .ok_or_else(|| usage(format!("--{name} needs a value")))?;
+                            i += 1;
+                            v.clone()
+                        }
+                    };
+                    args.options.push((name.to_string(), Some(value)));
+                } else {
+                    return Err(usage(format!("unknown option --{name}")));
+                }
+                continue;
+            }
+            if arg.len() > 1 && arg.starts_with('-') {
+                return Err(usage(format!("unknown option {arg}")));
+            }
+            args.positionals.push(arg.clone());
+            if spec.command_after == Some(args.positionals.len()) {
+                // `redlock lock RESOURCE CMD ...` without `--` also works.
+                if let Some(rest) = raw.get(i..).filter(|r| !r.is_empty()) {
+                    if rest.first().is_some_and(|a| a == "--") {
+                        args.command = rest.get(1..).unwrap_or_default().to_vec();
+                    } else {
+                        args.command = rest.to_vec();
+                    }
+                }
+                break;
+            }
+        }
+        Ok(args)
+    }
+
+    /// The last value given for `--name`.
+    pub(crate) fn value(&self, name: &str) -> Option<&str> {
+        self.options
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| v.as_deref())
+    }
+
+    /// True when the flag `--name` was given.
+    pub(crate) fn flag(&self, name: &str) -> bool {
+        self.options.iter().any(|(n, _)| n == name)
+    }
+
+    /// `--name` as a duration, or `default`.
+    pub(crate) fn duration(&self, name: &str, default: Duration) -> Result<Duration, Usage> {
+        match self.value(name) {
+            Some(v) => parse_duration(v).map_err(|e| usage(format!("--{name}: {e}"))),
+            None => Ok(default),
+        }
+    }
+
+    /// `--name` as a duration, if given.
+    pub(crate) fn duration_opt(&self, name: &str) -> Result<Option<Duration>, Usage> {
+        self.value(name)
+            .map(|v| parse_duration(v).map_err(|e| usage(format!("--{name}: {e}"))))
+            .transpose()
+    }
+
+    /// The servers: `--servers`, else `REDLOCK_SERVERS`.
+    pub(crate) fn servers(&self) -> Option<Vec<String>> {
+        let list = match self.value("servers") {
+            Some(v) => v.to_string(),
+            None => std::env::var("REDLOCK_SERVERS").ok()?,
+        };
+        let servers: Vec<String> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
+        (!servers.is_empty()).then_some(servers)
+    }
+
+    /// Exactly `n` positionals, named for the error message.
+    pub(crate) fn expect_positionals(&self, names: &[&str]) -> Result<(), Usage> {
+        if self.positionals.len() == names.len() {
+            return Ok(());
+        }
+        if self.positionals.len() < names.len() {
+            let missing = names.get(self.positionals.len()..).unwrap_or_default();
+            return Err(usage(format!("missing {}", missing.join(" "))));
+        }
+        let extra = self.positionals.get(names.len()).map_or("", String::as_str);
+        Err(usage(format!("unexpected argument {extra:?}")))
+    }
+}
+
+/// `250ms`, `10s`, `2m`, `1h`, or a bare number of milliseconds.
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    if digits.is_empty() {
+        return Err(format!("{s:?} is not a duration (try 250ms, 10s, 2m)"));
+    }
+    let n: u64 = digits.parse().map_err(|_| format!("{s:?} is too large"))?;
+    let ms_per_unit: u64 = match unit {
+        "" | "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+    };
+    n.checked_mul(ms_per_unit)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert_eq!(parse_duration("1500").unwrap(), Duration::from_millis(1500));
+        for bad in ["", "ms", "10x", "-5s", "1.5s", "99999999999999999999"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    fn strings(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn options_positionals_and_command() {
+        let spec = Spec {
+            with_value: &["ttl", "servers"],
+            flags: &["fence"],
+            command_after: Some(1),
+        };
+        let a = Args::parse(
+            &strings(&["--ttl=5s", "--fence", "res", "--", "echo", "--ttl", "x"]),
+            &spec,
+        )
+        .unwrap();
+        assert_eq!(a.value("ttl"), Some("5s"));
+        assert!(a.flag("fence"));
+        assert_eq!(a.positionals, ["res"]);
+        assert_eq!(a.command, ["echo", "--ttl", "x"]);
+        let a = Args::parse(&strings(&["res", "ls", "-l"]), &spec).unwrap();
+        assert_eq!(a.command, ["ls", "-l"]);
+        assert!(Args::parse(&strings(&["--nope"]), &spec).is_err());
+        assert!(Args::parse(&strings(&["--ttl"]), &spec).is_err());
+        assert!(Args::parse(&strings(&["--fence=1"]), &spec).is_err());
+    }
+}

@@ -1,0 +1,425 @@
+//! `redlock demo`: five local `redis-server` processes, contending workers,
+//! two servers killed half-way, an overlap check, latency percentiles.
+
+use alloc::sync::Arc;
+use core::sync::atomic::{AtomicBool, Ordering};
+use core::time::Duration;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use redlock_std::{Client, Error};
+
+use crate::args::Spec;
+use crate::{EX_SOFTWARE, EX_UNAVAILABLE, Failure, parse, servers};
+
+extern crate alloc;
+
+const HELP: &str = "\
+redlock demo [--servers URLS] [--duration D] [--workers N]
+
+Shows Redlock at work. Without --servers it starts five redis-server
+processes on free loopback ports (in a temporary directory), runs contending
+workers (each with its own client, as if on its own machine) for --duration
+(default 4s), prints who held the lock when, kills two of the five servers
+half-way to show that locking goes on with a majority, checks that no two
+holders overlapped and that fencing tokens only grew, prints latency
+percentiles, and stops and removes everything, also on Ctrl-C.
+
+  --workers N    contending workers (default 4)";
+
+const RESOURCE: &[u8] = b"redlock-demo";
+
+/// One time a worker held the lock.
+#[derive(Debug, Clone, Copy)]
+struct Hold {
+    worker: usize,
+    start: Instant,
+    end: Instant,
+    fence: Option<u64>,
+}
+
+/// `redis-server` processes in a temporary directory, stopped and removed
+/// when dropped.
+struct LocalServers {
+    dir: PathBuf,
+    children: Vec<(u16, Option<Child>)>,
+}
+
+impl LocalServers {
+    fn start(n: usize) -> Result<LocalServers, Failure> {
+        match Command::new("redis-server")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+        {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Failure::new(
+                    EX_UNAVAILABLE,
+                    "redis-server is not installed or not on PATH (Debian/Ubuntu: \
+                     apt-get install redis-server), or give --servers",
+                ));
+            }
+            Err(e) => {
+                return Err(Failure::new(
+                    EX_UNAVAILABLE,
+                    format!("cannot run redis-server: {e}"),
+                ));
+            }
+        }
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir = std::env::temp_dir().join(format!("redlock-demo-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            Failure::new(EX_SOFTWARE, format!("cannot create {}: {e}", dir.display()))
+        })?;
+        let mut servers = LocalServers {
+            dir,
+            children: Vec::new(),
+        };
+        for _ in 0..n {
+            let (port, child) = servers.spawn_one()?;
+            servers.children.push((port, Some(child)));
+        }
+        Ok(servers)
+    }
+
+    /// Starts one server on a free port, retrying if the port was taken.
+    fn spawn_one(&self) -> Result<(u16, Child), Failure> {
+        let mut last = String::new();
+        for _ in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .map_err(|e| Failure::new(EX_SOFTWARE, format!("no free port: {e}")))?;
+            let mut child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .arg("--dir")
+                .arg(&self.dir)
+                .arg("--logfile")
+                .arg(self.dir.join(format!("redis-{port}.log")))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                // Its own process group: Ctrl-C reaches redlock, which then
+                // stops the servers itself.
+                .process_group(0)
+                .spawn()
+                .map_err(|e| {
+                    Failure::new(EX_UNAVAILABLE, format!("cannot start redis-server: {e}"))
+                })?;
+            let ready_by = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < ready_by {
+                if ping(port) {
+                    return Ok((port, child));
+                }
+                if let Ok(Some(status)) = child.try_wait() {
+                    last = format!("redis-server on port {port} exited: {status}");
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            if last.is_empty() {
+                last = format!("redis-server on port {port} did not answer PING");
+            }
+        }
+        Err(Failure::new(EX_UNAVAILABLE, last))
+    }
+
+    fn urls(&self) -> Vec<String> {
+        self.children
+            .iter()
+            .map(|(port, _)| format!("127.0.0.1:{port}"))
+            .collect()
+    }
+
+    fn kill(&mut self, i: usize) -> Option<u16> {
+        let (port, child) = self.children.get_mut(i)?;
+        let mut child = child.take()?;
+        let _ = child.kill();
+        let _ = child.wait();
+        Some(*port)
+    }
+}
+
+impl Drop for LocalServers {
+    fn drop(&mut self) {
+        for i in 0..self.children.len() {
+            self.kill(i);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn ping(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+    let mut buf = [0u8; 7];
+    s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+}
+
+/// A small xorshift, seeded per worker, for hold times and back-off.
+struct Jitter(u64);
+
+impl Jitter {
+    fn ms(&mut self, lo: u64, hi: u64) -> Duration {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        Duration::from_millis(lo + self.0 % (hi - lo + 1))
+    }
+}
+
+pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
+    let spec = Spec {
+        with_value: &["servers", "duration", "workers"],
+        flags: &[],
+        command_after: None,
+    };
+    let Some(args) = parse(raw, &spec, HELP)? else {
+        return Ok(0);
+    };
+    args.expect_positionals(&[])?;
+    let duration = args.duration("duration", Duration::from_secs(4))?;
+    let workers: usize = match args.value("workers") {
+        Some(v) => v
+            .parse()
+            .ok()
+            .filter(|n| (1..=64).contains(n))
+            .ok_or_else(|| {
+                crate::args::usage(format!("--workers: {v:?} is not a number from 1 to 64"))
+            })?,
+        None => 4,
+    };
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        signal_hook::flag::register(sig, interrupted.clone())
+            .map_err(|e| Failure::new(EX_SOFTWARE, format!("cannot handle signal {sig}: {e}")))?;
+    }
+
+    let mut local = None;
+    let urls = match args.servers() {
+        Some(_) => servers(&args)?,
+        None => {
+            println!("starting 5 redis-server processes on 127.0.0.1 ...");
+            let started = LocalServers::start(5)?;
+            let urls = started.urls();
+            local = Some(started);
+            urls
+        }
+    };
+    println!("servers: {}", urls.join(", "));
+    println!(
+        "{workers} workers contend for {:?} for {:.1} s (each with its own client, fencing on)",
+        String::from_utf8_lossy(RESOURCE),
+        duration.as_secs_f64()
+    );
+    let clients = (0..workers)
+        .map(|_| {
+            Client::builder()
+                .servers(&urls)
+                .fencing(true)
+                .ttl(Duration::from_secs(2))
+                .build()
+                .map_err(|e| Failure::new(crate::EX_USAGE, e.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let t0 = Instant::now();
+    let end = t0 + duration;
+    let stop = AtomicBool::new(false);
+    let holds = Mutex::new(Vec::<Hold>::new());
+    let latencies = Mutex::new((Vec::<u64>::new(), Vec::<u64>::new()));
+    let errors = Mutex::new(Vec::<String>::new());
+    let unavailable = core::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for (w, client) in clients.iter().enumerate() {
+            let (stop, holds, latencies, errors, unavailable) =
+                (&stop, &holds, &latencies, &errors, &unavailable);
+            scope.spawn(move || {
+                let mut jitter = Jitter(
+                    0x9e37_79b9_7f4a_7c15 ^ (w as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d),
+                );
+                let (mut acq, mut rel) = (Vec::new(), Vec::new());
+                while !stop.load(Ordering::SeqCst) {
+                    let a0 = Instant::now();
+                    let result = client.try_lock(RESOURCE, Duration::from_secs(2));
+                    acq.push(nanos(a0.elapsed()));
+                    match result {
+                        Ok(lock) => {
+                            let start = Instant::now();
+                            std::thread::sleep(jitter.ms(40, 80));
+                            let end = Instant::now();
+                            let hold = Hold {
+                                worker: w + 1,
+                                start,
+                                end,
+                                fence: lock.fence(),
+                            };
+                            if end > lock.valid_until() {
+                                lock_error(
+                                    errors,
+                                    format!("worker {} worked past its validity", w + 1),
+                                );
+                            }
+                            println!(
+                                "  {:6.3}s  worker {} holds the lock for {:>3} ms   fence {}",
+                                start.duration_since(t0).as_secs_f64(),
+                                w + 1,
+                                (end - start).as_millis(),
+                                lock.fence().map_or("-".into(), |f| f.to_string())
+                            );
+                            holds.lock().unwrap_or_else(|p| p.into_inner()).push(hold);
+                            let r0 = Instant::now();
+                            if let Err(e) = client.unlock(&lock) {
+                                lock_error(errors, format!("worker {} release: {e}", w + 1));
+                            }
+                            rel.push(nanos(r0.elapsed()));
+                            std::thread::sleep(jitter.ms(5, 15));
+                        }
+                        Err(Error::Conflict(_)) => std::thread::sleep(jitter.ms(5, 15)),
+                        Err(e) => {
+                            // Shown, but not a failure of the demo: servers
+                            // are being killed on purpose.
+                            eprintln!("  worker {}: {e}", w + 1);
+                            unavailable.fetch_add(1, Ordering::SeqCst);
+                            std::thread::sleep(jitter.ms(5, 15));
+                        }
+                    }
+                }
+                let mut l = latencies.lock().unwrap_or_else(|p| p.into_inner());
+                l.0.extend(acq);
+                l.1.extend(rel);
+            });
+        }
+        // Half-way: kill two of the five local servers.
+        let half = t0 + duration / 2;
+        let mut killed = false;
+        while Instant::now() < end && !interrupted.load(Ordering::SeqCst) {
+            if !killed && Instant::now() >= half {
+                killed = true;
+                if let Some(servers) = local.as_mut() {
+                    let ports: Vec<u16> = [3, 4].iter().filter_map(|&i| servers.kill(i)).collect();
+                    println!(
+                        "  {:6.3}s  --- killed the redis-servers on ports {ports:?}: 3 of 5 are left, still a majority ---",
+                        t0.elapsed().as_secs_f64()
+                    );
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, Ordering::SeqCst);
+    });
+    drop(clients);
+    if interrupted.load(Ordering::SeqCst) {
+        drop(local);
+        return Err(Failure::new(
+            130,
+            "interrupted; servers stopped and files removed",
+        ));
+    }
+
+    let mut holds = holds.into_inner().unwrap_or_else(|p| p.into_inner());
+    holds.sort_by_key(|h| h.start);
+    let mut problems = errors.into_inner().unwrap_or_else(|p| p.into_inner());
+    for pair in holds.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        if b.start < a.end {
+            problems.push(format!("workers {} and {} overlapped", a.worker, b.worker));
+        }
+        if let (Some(fa), Some(fb)) = (a.fence, b.fence) {
+            if fb <= fa {
+                problems.push(format!("fencing token went from {fa} to {fb}"));
+            }
+        }
+    }
+    let by: alloc::collections::BTreeSet<usize> = holds.iter().map(|h| h.worker).collect();
+    println!();
+    println!(
+        "{} holds by {} of {workers} workers; no two overlapped: {}; fencing tokens always grew: {}",
+        holds.len(),
+        by.len(),
+        if problems.iter().any(|p| p.contains("overlapped")) {
+            "NO"
+        } else {
+            "yes"
+        },
+        if problems.iter().any(|p| p.contains("fencing")) {
+            "NO"
+        } else {
+            "yes"
+        },
+    );
+    let unavailable = unavailable.into_inner();
+    if unavailable > 0 {
+        println!("{unavailable} attempts failed for want of servers (shown above)");
+    }
+    let (mut acq, mut rel) = latencies.into_inner().unwrap_or_else(|p| p.into_inner());
+    acq.sort_unstable();
+    rel.sort_unstable();
+    println!(
+        "acquire attempts: {}, latency p50 {} p90 {} p99 {} max {}",
+        acq.len(),
+        us(&acq, 0.5),
+        us(&acq, 0.9),
+        us(&acq, 0.99),
+        us(&acq, 1.0)
+    );
+    println!(
+        "releases: {}, latency p50 {} p90 {} p99 {} max {}",
+        rel.len(),
+        us(&rel, 0.5),
+        us(&rel, 0.9),
+        us(&rel, 0.99),
+        us(&rel, 1.0)
+    );
+    drop(local);
+    if holds.is_empty() {
+        problems.push("no worker ever held the lock".into());
+    }
+    match problems.first() {
+        None => {
+            println!("done: every server stopped, every file removed.");
+            Ok(0)
+        }
+        Some(first) => Err(Failure::new(
+            EX_SOFTWARE,
+            format!("{} problem(s); first: {first}", problems.len()),
+        )),
+    }
+}
+
+fn lock_error(errors: &Mutex<Vec<String>>, e: String) {
+    eprintln!("  {e}");
+    errors.lock().unwrap_or_else(|p| p.into_inner()).push(e);
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The `p` quantile of sorted nanoseconds, in µs or ms for display.
+fn us(sorted: &[u64], p: f64) -> String {
+    if sorted.is_empty() {
+        return "-".into();
+    }
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    let ns = sorted[rank - 1];
+    if ns >= 10_000_000 {
+        format!("{:.1} ms", ns as f64 / 1e6)
+    } else {
+        format!("{:.0} µs", ns as f64 / 1e3)
+    }
+}

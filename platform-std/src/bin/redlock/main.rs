@@ -1,0 +1,412 @@
+//! `redlock`: `flock(1)` across machines. Runs a command under a Redlock
+//! lock, acquires and releases locks for shell scripts, inspects them,
+//! benchmarks a set of servers, and demonstrates the algorithm on five local
+//! `redis-server` processes.
+//!
+//! Exit statuses: the command's own (`lock`), 0 on success, 64 for bad
+//! usage, 69 when too few servers answered, 70 for a lost lock or an
+//! internal error, 75 when the lock is held by someone else.
+
+// A command-line program: printing is its job.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod args;
+mod bench;
+mod demo;
+mod json;
+mod run;
+
+use core::fmt::Write as _;
+use core::time::Duration;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use redlock_std::{Client, Error, Lock, Report, ServerUrl, describe};
+
+use crate::args::{Args, Spec, Usage, usage};
+
+/// Bad usage.
+pub(crate) const EX_USAGE: u8 = 64;
+/// Too few servers answered.
+pub(crate) const EX_UNAVAILABLE: u8 = 69;
+/// A lost lock or an internal error.
+pub(crate) const EX_SOFTWARE: u8 = 70;
+/// The lock is held by someone else.
+pub(crate) const EX_TEMPFAIL: u8 = 75;
+
+/// Why redlock itself ends with a non-zero status: the status and a
+/// one-line message for stderr.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) code: u8,
+    pub(crate) message: String,
+}
+
+impl Failure {
+    pub(crate) fn new(code: u8, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<Usage> for Failure {
+    fn from(u: Usage) -> Failure {
+        Failure::new(EX_USAGE, u.0)
+    }
+}
+
+const HELP: &str = "\
+redlock: a distributed lock over N independent Redis masters (Redlock).
+
+Usage:
+  redlock lock [--servers URLS] [--ttl D] [--wait D] [--fence] [--grace D] RESOURCE -- CMD [ARGS..]
+  redlock acquire [--servers URLS] [--ttl D] [--wait D] [--fence] RESOURCE
+  redlock unlock [--servers URLS] RESOURCE TOKEN
+  redlock inspect [--servers URLS] [--json] RESOURCE
+  redlock bench [--servers URLS] [--clients N] [--duration D] [--resources same|distinct] [--json]
+  redlock demo [--servers URLS] [--duration D]
+
+Servers: --servers URL[,URL...] or the REDLOCK_SERVERS environment variable;
+each URL is redis://[[user]:password@]host[:port][/db] or host:port.
+Durations: 250ms, 10s, 2m, 1h, or a bare number of milliseconds.
+
+Exit statuses: the command's own (lock); 64 bad usage; 69 too few servers
+answered; 70 lock lost or internal error; 75 held by someone else.
+
+Run `redlock SUBCOMMAND --help` for more.";
+
+fn main() -> ExitCode {
+    let raw: Vec<String> = match std::env::args_os()
+        .skip(1)
+        .map(|a| a.into_string())
+        .collect::<Result<_, _>>()
+    {
+        Ok(raw) => raw,
+        Err(bad) => {
+            eprintln!("redlock: argument {bad:?} is not valid UTF-8");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
+    let (sub, rest) = match raw.split_first() {
+        Some((sub, rest)) => (sub.as_str(), rest),
+        None => {
+            eprintln!("{HELP}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
+    let result = match sub {
+        "-h" | "--help" | "help" => {
+            println!("{HELP}");
+            Ok(0)
+        }
+        "-V" | "--version" | "version" => {
+            println!("redlock {}", env!("CARGO_PKG_VERSION"));
+            Ok(0)
+        }
+        "lock" => run::lock(rest),
+        "acquire" => acquire(rest),
+        "unlock" => unlock(rest),
+        "inspect" => inspect(rest),
+        "bench" => bench::bench(rest),
+        "demo" => demo::demo(rest),
+        other => Err(Failure::new(
+            EX_USAGE,
+            format!("unknown subcommand {other:?} (try redlock --help)"),
+        )),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            if f.code == EX_USAGE {
+                eprintln!("redlock {sub}: {} (see redlock {sub} --help)", f.message);
+            } else {
+                eprintln!("redlock {sub}: {}", f.message);
+            }
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+/// Parses `raw` by `spec`; `Ok(None)` after printing `help` for `--help`.
+pub(crate) fn parse(raw: &[String], spec: &Spec, help: &str) -> Result<Option<Args>, Failure> {
+    let args = Args::parse(raw, spec)?;
+    if args.help {
+        println!("{help}");
+        return Ok(None);
+    }
+    Ok(Some(args))
+}
+
+/// The client for `servers`.
+pub(crate) fn client(servers: &[String], ttl: Duration, fencing: bool) -> Result<Client, Failure> {
+    Client::builder()
+        .servers(servers)
+        .ttl(ttl)
+        .fencing(fencing)
+        .build()
+        .map_err(|e| Failure::new(EX_USAGE, e.to_string()))
+}
+
+/// The servers given, or a usage error.
+pub(crate) fn servers(args: &Args) -> Result<Vec<String>, Failure> {
+    args.servers().ok_or_else(|| {
+        Failure::from(usage(
+            "no servers: give --servers URL[,URL...] or set REDLOCK_SERVERS",
+        ))
+    })
+}
+
+/// The exit status and one-line explanation of a failed call, naming what
+/// each server answered.
+pub(crate) fn failure(what: &str, e: &Error, urls: &[ServerUrl]) -> Failure {
+    let (code, why) = match e {
+        Error::Conflict(_) => (EX_TEMPFAIL, "held by another client"),
+        Error::Unavailable(_) => (EX_UNAVAILABLE, "too few servers answered"),
+        Error::Expired(_) => (
+            EX_UNAVAILABLE,
+            "a majority answered, too late for any validity to be left",
+        ),
+        Error::Lost(_) => (EX_SOFTWARE, "the lock is no longer held on a majority"),
+        Error::InvalidArgument(_) => (EX_USAGE, ""),
+        _ => (EX_SOFTWARE, ""),
+    };
+    let message = match e.report() {
+        Some(report) => format!("{what}: {why} ({})", per_server(report, urls)),
+        None if why.is_empty() => format!("{what}: {e}"),
+        None => format!("{what}: {why}"),
+    };
+    Failure::new(code, message)
+}
+
+/// `host:port: answer, ...` for every server of `report`.
+pub(crate) fn per_server(report: &Report, urls: &[ServerUrl]) -> String {
+    let mut out = String::new();
+    for (i, (server, outcome)) in report.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        match urls.get(server.index()) {
+            Some(url) => {
+                let _ = write!(out, "{url}: {}", describe(outcome));
+            }
+            None => {
+                let _ = write!(out, "server {}: {}", server.index(), describe(outcome));
+            }
+        }
+    }
+    out
+}
+
+/// Acquires `resource`: retrying until `wait` runs out, or, without it, one
+/// call with the normal retry policy.
+pub(crate) fn acquire_lock(
+    client: &Client,
+    resource: &str,
+    ttl: Duration,
+    wait: Option<Duration>,
+) -> Result<Lock, Failure> {
+    let result = match wait {
+        Some(wait) => client.lock_until(resource.as_bytes(), ttl, Instant::now() + wait),
+        None => client.lock(resource.as_bytes(), ttl),
+    };
+    result.map_err(|e| {
+        failure(
+            &format!("cannot acquire {resource:?}"),
+            &e,
+            &client.server_urls(),
+        )
+    })
+}
+
+/// A token or value for display: as is when printable, else escaped.
+pub(crate) fn printable(bytes: &[u8]) -> String {
+    bytes.escape_ascii().to_string()
+}
+
+const ACQUIRE_HELP: &str = "\
+redlock acquire [--servers URLS] [--ttl D] [--wait D] [--fence] RESOURCE
+
+Acquires RESOURCE and prints one line: TOKEN VALIDITY_MS [FENCE]. The lock is
+not released when redlock exits: release it with `redlock unlock RESOURCE
+TOKEN`, or let it expire after --ttl (default 30s).
+
+  --ttl D     lock time to live (default 30s)
+  --wait D    retry with jitter until D has passed (default: one call with
+              the normal retries)
+  --fence     also take an F1 fencing token (printed third)
+
+  read -r token validity <<< \"$(redlock acquire jobs)\"
+
+Exit statuses: 0 acquired; 75 held by someone else; 69 too few servers
+answered; 64 bad usage.";
+
+fn acquire(raw: &[String]) -> Result<u8, Failure> {
+    let spec = Spec {
+        with_value: &["servers", "ttl", "wait"],
+        flags: &["fence"],
+        command_after: None,
+    };
+    let Some(args) = parse(raw, &spec, ACQUIRE_HELP)? else {
+        return Ok(0);
+    };
+    args.expect_positionals(&["RESOURCE"])?;
+    let servers = servers(&args)?;
+    let ttl = args.duration("ttl", Duration::from_secs(30))?;
+    let wait = args.duration_opt("wait")?;
+    let fence = args.flag("fence");
+    let client = client(&servers, ttl, fence)?;
+    let lock = acquire_lock(&client, &args.positionals[0], ttl, wait)?;
+    let mut line = format!("{} {}", lock.token(), lock.remaining().as_millis());
+    if let Some(f) = lock.fence() {
+        let _ = write!(line, " {f}");
+    }
+    println!("{line}");
+    Ok(0)
+}
+
+const UNLOCK_HELP: &str = "\
+redlock unlock [--servers URLS] RESOURCE TOKEN
+
+Releases RESOURCE on every server where it is held with TOKEN (as printed by
+`redlock acquire`). Keys held with another token are left alone; releasing
+twice is harmless.
+
+Exit statuses: 0 when a majority answered; 69 too few servers answered.";
+
+fn unlock(raw: &[String]) -> Result<u8, Failure> {
+    let spec = Spec {
+        with_value: &["servers"],
+        flags: &[],
+        command_after: None,
+    };
+    let Some(args) = parse(raw, &spec, UNLOCK_HELP)? else {
+        return Ok(0);
+    };
+    args.expect_positionals(&["RESOURCE", "TOKEN"])?;
+    let servers = servers(&args)?;
+    let client = client(&servers, Duration::from_secs(30), false)?;
+    let (resource, token) = (&args.positionals[0], &args.positionals[1]);
+    let urls = client.server_urls();
+    let released = client
+        .unlock_token(resource.as_bytes(), token.as_bytes())
+        .map_err(|e| failure(&format!("cannot release {resource:?}"), &e, &urls))?;
+    let answered = released
+        .report
+        .outcomes()
+        .iter()
+        .filter(|o| o.answered())
+        .count();
+    if answered <= servers.len() / 2 {
+        return Err(Failure::new(
+            EX_UNAVAILABLE,
+            format!(
+                "cannot release {resource:?}: too few servers answered ({})",
+                per_server(&released.report, &urls)
+            ),
+        ));
+    }
+    println!(
+        "released {resource:?}: deleted on {} of {} servers",
+        released.deleted(),
+        servers.len()
+    );
+    Ok(0)
+}
+
+const INSPECT_HELP: &str = "\
+redlock inspect [--servers URLS] [--json] RESOURCE
+
+Shows, per server, whether RESOURCE is held, by which token, and its
+remaining time to live; then the token held by a majority, if any.
+
+  --json    one JSON object: {\"resource\": .., \"servers\": [{\"server\": ..,
+            \"answered\": .., \"held\": .., \"token\": .., \"pttl_ms\": ..}],
+            \"majority_holder\": ..}
+
+Exit statuses: 0 when a majority answered; 69 too few servers answered.";
+
+fn inspect(raw: &[String]) -> Result<u8, Failure> {
+    let spec = Spec {
+        with_value: &["servers"],
+        flags: &["json"],
+        command_after: None,
+    };
+    let Some(args) = parse(raw, &spec, INSPECT_HELP)? else {
+        return Ok(0);
+    };
+    args.expect_positionals(&["RESOURCE"])?;
+    let servers = servers(&args)?;
+    let client = client(&servers, Duration::from_secs(30), false)?;
+    let resource = &args.positionals[0];
+    let urls = client.server_urls();
+    let inspection = client
+        .inspect(resource.as_bytes())
+        .map_err(|e| failure(&format!("cannot inspect {resource:?}"), &e, &urls))?;
+    let entries = inspection.entries();
+    let answered = entries.iter().filter(|h| h.outcome.answered()).count();
+    if args.flag("json") {
+        let mut out = json::Object::new();
+        out.string("resource", resource);
+        let mut list = json::Array::new();
+        for (i, h) in entries.iter().enumerate() {
+            let mut o = json::Object::new();
+            o.string(
+                "server",
+                &urls.get(i).map(|u| u.to_string()).unwrap_or_default(),
+            );
+            o.bool("answered", h.outcome.answered());
+            if h.outcome.answered() {
+                o.bool("held", h.holder.is_some());
+                match &h.holder {
+                    Some(t) => o.string("token", &String::from_utf8_lossy(t)),
+                    None => o.null("token"),
+                }
+                o.int("pttl_ms", h.pttl_ms);
+            } else {
+                o.string("error", &describe(h.outcome));
+            }
+            list.push_raw(&o.finish());
+        }
+        out.raw("servers", &list.finish());
+        match inspection.majority_holder() {
+            Some(t) => out.string("majority_holder", &String::from_utf8_lossy(t)),
+            None => out.null("majority_holder"),
+        }
+        println!("{}", out.finish());
+    } else {
+        println!("{:<28} {:<6} {:>10}  TOKEN", "SERVER", "STATE", "TTL");
+        for (i, h) in entries.iter().enumerate() {
+            let server = urls.get(i).map(|u| u.to_string()).unwrap_or_default();
+            if !h.outcome.answered() {
+                println!("{server:<28} {:<6} {:>10}  -", "error", describe(h.outcome));
+                continue;
+            }
+            let (state, ttl, token) = match &h.holder {
+                Some(t) => (
+                    "held",
+                    if h.pttl_ms >= 0 {
+                        format!("{}ms", h.pttl_ms)
+                    } else {
+                        "no expiry".into()
+                    },
+                    printable(t),
+                ),
+                None => ("free", "-".into(), "-".into()),
+            };
+            println!("{server:<28} {state:<6} {ttl:>10}  {token}");
+        }
+        match inspection.majority_holder() {
+            Some(t) => println!("held by a majority: {}", printable(t)),
+            None => println!("held by a majority: nobody"),
+        }
+    }
+    if answered <= entries.len() / 2 {
+        return Err(Failure::new(
+            EX_UNAVAILABLE,
+            format!("only {answered} of {} servers answered", entries.len()),
+        ));
+    }
+    Ok(0)
+}

@@ -1,0 +1,438 @@
+//! End-to-end tests of the `redlock` command against real `redis-server`
+//! processes: run under a lock, contention, every exit status of its own,
+//! fencing tokens, signal forwarding, a lost lock, and the demo.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)] // test driver
+
+use core::time::Duration;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Instant;
+
+use redlock_tests::{RedisServer, Value, free_port};
+
+/// The built binary.
+fn redlock() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_redlock"));
+    c.env_remove("REDLOCK_SERVERS");
+    c
+}
+
+fn servers(n: usize) -> (Vec<RedisServer>, String) {
+    let servers: Vec<RedisServer> = (0..n).map(|_| RedisServer::start().unwrap()).collect();
+    let list = servers
+        .iter()
+        .map(|s| s.addr().to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    (servers, list)
+}
+
+fn get(s: &RedisServer, key: &str) -> Value {
+    s.conn()
+        .unwrap()
+        .request(&[b"GET", key.as_bytes()])
+        .unwrap()
+}
+
+/// A fresh scratch directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("redlock-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn wait_for_file(path: &Path) {
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while !path.exists() {
+        assert!(
+            Instant::now() < give_up,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits for `child` (at most 60 s, then kills it and fails).
+fn finish(mut child: Child) -> Output {
+    let give_up = Instant::now() + Duration::from_secs(60);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if Instant::now() >= give_up {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "redlock did not exit; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn run(cmd: &mut Command) -> Output {
+    finish(
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("exited by a signal")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A shell command that writes its token to `dir/started`, waits for
+/// `dir/go`, then exits with `status`.
+fn hold_until_go(dir: &Path, status: i32) -> Vec<String> {
+    vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "echo \"$REDLOCK_RESOURCE $REDLOCK_TOKEN\" > {d}/started.tmp && mv {d}/started.tmp {d}/started; \
+             while [ ! -e {d}/go ]; do sleep 0.02; done; exit {status}",
+            d = dir.display()
+        ),
+    ]
+}
+
+#[test]
+fn runs_the_command_with_the_lock_held_and_exits_with_its_status() {
+    let (servers, list) = servers(3);
+    let dir = scratch("run");
+    let child = redlock()
+        .args(["lock", "--servers", &list, "job", "--"])
+        .args(hold_until_go(&dir, 3))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_file(&dir.join("started"));
+    let seen = std::fs::read_to_string(dir.join("started")).unwrap();
+    let (resource, token) = seen.trim().split_once(' ').unwrap();
+    assert_eq!(resource, "job");
+    assert_eq!(token.len(), 40);
+    // While the command runs, every server holds the key with its token.
+    for s in &servers {
+        assert_eq!(get(s, "job"), Value::Bulk(token.as_bytes().to_vec()));
+    }
+    std::fs::write(dir.join("go"), "").unwrap();
+    let out = finish(child);
+    assert_eq!(code(&out), 3, "stderr: {}", stderr(&out));
+    // Released when the command exited.
+    for s in &servers {
+        assert_eq!(get(s, "job"), Value::Nil);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_second_lock_on_a_held_resource_exits_75_or_waits_its_turn() {
+    let (_servers, list) = servers(3);
+    let dir = scratch("contend");
+    let first = redlock()
+        .args(["lock", "--servers", &list, "shared", "--"])
+        .args(hold_until_go(&dir, 0))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_file(&dir.join("started"));
+    // Without --wait: the normal retries, then 75 with a reason.
+    let out = run(redlock().args(["lock", "--servers", &list, "shared", "--", "true"]));
+    assert_eq!(code(&out), 75, "stderr: {}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(err.contains("held by another"), "{err}");
+    // With --wait: waits until the first one is done, then runs.
+    let marker = dir.join("second-ran");
+    let second = redlock()
+        .args(["lock", "--servers", &list, "--wait", "20s", "shared", "--"])
+        .args(["sh", "-c", &format!("touch {}", marker.display())])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !marker.exists(),
+        "the second ran while the first held the lock"
+    );
+    std::fs::write(dir.join("go"), "").unwrap();
+    assert_eq!(code(&finish(first)), 0);
+    let out = finish(second);
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    assert!(marker.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_usage_exits_64_with_one_line() {
+    let (_servers, list) = servers(1);
+    for args in [
+        vec!["lock", "--servers", &list, "res"],
+        vec![
+            "lock",
+            "--servers",
+            &list,
+            "--ttl",
+            "soon",
+            "res",
+            "--",
+            "true",
+        ],
+        vec!["lock", "--bogus", "res", "--", "true"],
+        vec!["lock", "res", "--", "true"],
+        vec!["unlock", "--servers", &list, "res"],
+        vec!["bench", "--servers", &list, "--resources", "some"],
+        vec!["frobnicate"],
+        vec!["lock", "--servers", "redis://:pw@[::1", "res", "--", "true"],
+    ] {
+        let out = run(redlock().args(&args));
+        assert_eq!(code(&out), 64, "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(!err.contains("pw"), "a password leaked: {err}");
+    }
+    // --help and --version succeed.
+    for args in [
+        vec!["--help"],
+        vec!["--version"],
+        vec!["lock", "--help"],
+        vec!["acquire", "--help"],
+        vec!["unlock", "--help"],
+        vec!["inspect", "--help"],
+        vec!["bench", "--help"],
+        vec!["demo", "--help"],
+    ] {
+        let out = run(redlock().args(&args));
+        assert_eq!(code(&out), 0, "{args:?}");
+        assert!(!stdout(&out).is_empty());
+    }
+}
+
+#[test]
+fn too_few_servers_exits_69_naming_each_server() {
+    let (_servers, list) = servers(1);
+    // One live server and two ports where nothing listens.
+    let dead: Vec<String> = (0..2)
+        .map(|_| format!("127.0.0.1:{}", free_port().unwrap()))
+        .collect();
+    let all = format!("{list},{},{}", dead[0], dead[1]);
+    let out = run(redlock().args(["lock", "--servers", &all, "res", "--", "true"]));
+    assert_eq!(code(&out), 69, "stderr: {}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&dead[0]) && err.contains("connection failed"),
+        "{err}"
+    );
+    // Servers from the environment work the same way.
+    let out = run(redlock()
+        .env("REDLOCK_SERVERS", &all)
+        .args(["acquire", "res"]));
+    assert_eq!(code(&out), 69, "stderr: {}", stderr(&out));
+}
+
+#[test]
+fn a_lost_lock_terminates_the_command_and_exits_70() {
+    let (servers, list) = servers(3);
+    let dir = scratch("lost");
+    let script = format!(
+        "trap 'echo term > {d}/terminated; exit 143' TERM; touch {d}/started; \
+         while true; do sleep 0.05; done",
+        d = dir.display()
+    );
+    let child = redlock()
+        .args(["lock", "--servers", &list, "--ttl", "1s", "doomed", "--"])
+        .args(["sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_file(&dir.join("started"));
+    // The watchdog keeps it past its ttl.
+    std::thread::sleep(Duration::from_millis(1500));
+    for s in &servers {
+        assert_ne!(get(s, "doomed"), Value::Nil, "not kept alive");
+    }
+    // Deleted behind its back: the next extension fails.
+    for s in &servers {
+        s.conn().unwrap().request(&[b"DEL", b"doomed"]).unwrap();
+    }
+    let out = finish(child);
+    assert_eq!(code(&out), 70, "stderr: {}", stderr(&out));
+    assert!(stderr(&out).contains("lost the lock"), "{}", stderr(&out));
+    assert!(
+        dir.join("terminated").exists(),
+        "the command got no SIGTERM"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn fencing_tokens_grow_across_runs() {
+    let (_servers, list) = servers(3);
+    let mut last = 0u64;
+    for _ in 0..3 {
+        let out = run(redlock()
+            .args(["lock", "--servers", &list, "--fence", "fenced", "--"])
+            .args(["sh", "-c", "echo $REDLOCK_FENCE"]));
+        assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+        let fence: u64 = stdout(&out).trim().parse().unwrap();
+        assert!(fence > last, "{fence} after {last}");
+        last = fence;
+    }
+    // Without --fence there is none.
+    let out = run(redlock()
+        .args(["lock", "--servers", &list, "fenced", "--"])
+        .args(["sh", "-c", "echo \"[${REDLOCK_FENCE-unset}]\""]));
+    assert_eq!(stdout(&out).trim(), "[unset]");
+}
+
+#[test]
+fn signals_are_forwarded_and_the_lock_released() {
+    let (servers, list) = servers(3);
+    let dir = scratch("signal");
+    let script = format!(
+        "trap 'echo got > {d}/got; exit 42' TERM; touch {d}/started; \
+         while true; do sleep 0.05; done",
+        d = dir.display()
+    );
+    let child = redlock()
+        .args(["lock", "--servers", &list, "sig", "--"])
+        .args(["sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_file(&dir.join("started"));
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = finish(child);
+    assert_eq!(code(&out), 42, "stderr: {}", stderr(&out));
+    assert!(dir.join("got").exists());
+    for s in &servers {
+        assert_eq!(get(s, "sig"), Value::Nil, "not released");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn acquire_inspect_unlock_for_shell_scripts() {
+    let (servers, list) = servers(3);
+    let out = run(redlock().args(["acquire", "--servers", &list, "--ttl", "20s", "script-lock"]));
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let line = stdout(&out);
+    let mut fields = line.split_whitespace();
+    let token = fields.next().unwrap().to_string();
+    let validity: u64 = fields.next().unwrap().parse().unwrap();
+    assert_eq!(token.len(), 40);
+    assert!(validity > 15_000 && validity <= 20_000, "{validity}");
+    // A second acquire conflicts.
+    let out = run(redlock().args(["acquire", "--servers", &list, "script-lock"]));
+    assert_eq!(code(&out), 75, "stderr: {}", stderr(&out));
+
+    let out = run(redlock().args(["inspect", "--servers", &list, "--json", "script-lock"]));
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let json = stdout(&out);
+    assert!(
+        json.contains(&format!("\"majority_holder\": \"{token}\"")),
+        "{json}"
+    );
+    assert_eq!(json.matches("\"held\": true").count(), 3, "{json}");
+    let out = run(redlock().args(["inspect", "--servers", &list, "script-lock"]));
+    assert!(stdout(&out).contains(&format!("held by a majority: {token}")));
+
+    // A wrong token releases nothing; the right one releases everywhere.
+    let out = run(redlock().args(["unlock", "--servers", &list, "script-lock", &"0".repeat(40)]));
+    assert_eq!(code(&out), 0);
+    assert_eq!(
+        get(&servers[0], "script-lock"),
+        Value::Bulk(token.clone().into_bytes())
+    );
+    let out = run(redlock().args(["unlock", "--servers", &list, "script-lock", &token]));
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    assert!(
+        stdout(&out).contains("deleted on 3 of 3"),
+        "{}",
+        stdout(&out)
+    );
+    for s in &servers {
+        assert_eq!(get(s, "script-lock"), Value::Nil);
+    }
+    let out = run(redlock().args(["inspect", "--servers", &list, "--json", "script-lock"]));
+    assert!(stdout(&out).contains("\"majority_holder\": null"));
+}
+
+#[test]
+fn bench_prints_one_json_object() {
+    let (_servers, list) = servers(3);
+    let out = run(redlock().args([
+        "bench",
+        "--servers",
+        &list,
+        "--clients",
+        "2",
+        "--duration",
+        "300ms",
+        "--json",
+    ]));
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let json = stdout(&out);
+    assert_eq!(json.trim().lines().count(), 1, "{json}");
+    for key in [
+        "\"servers\": 3",
+        "\"clients\": 2",
+        "\"resources\": \"distinct\"",
+        "\"cycles\": ",
+        "\"cycles_per_sec\": ",
+        "\"acquire_us\": {\"p50\": ",
+        "\"p999\": ",
+        "\"release_us\": {",
+        "\"conflicts\": 0",
+        "\"errors\": 0",
+    ] {
+        assert!(json.contains(key), "{key} missing in {json}");
+    }
+    assert!(!json.contains("\"cycles\": 0,"), "{json}");
+}
+
+#[test]
+fn the_demo_runs_to_completion_and_leaves_no_server_behind() {
+    let out = run(redlock().args(["demo", "--duration", "2s"]));
+    let text = stdout(&out);
+    assert_eq!(code(&out), 0, "stdout: {text}\nstderr: {}", stderr(&out));
+    assert!(text.contains("no two overlapped: yes"), "{text}");
+    assert!(text.contains("killed the redis-servers"), "{text}");
+    let ports: Vec<u16> = text
+        .lines()
+        .find_map(|l| l.strip_prefix("servers: "))
+        .unwrap()
+        .split(", ")
+        .map(|a| a.rsplit(':').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(ports.len(), 5);
+    for port in ports {
+        assert!(
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+            "a redis-server still listens on {port}"
+        );
+    }
+}

@@ -436,3 +436,83 @@ fn the_demo_runs_to_completion_and_leaves_no_server_behind() {
         );
     }
 }
+
+#[test]
+fn ctrl_c_stops_the_demo_and_a_waiting_lock_cleanly() {
+    // The demo: interrupted half-way, it still stops every server.
+    let mut child = redlock()
+        .args(["demo", "--duration", "60s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut ports = Vec::new();
+    let mut line = String::new();
+    while ports.is_empty() {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut stdout, &mut line).unwrap() > 0,
+            "no servers line"
+        );
+        if let Some(list) = line.trim().strip_prefix("servers: ") {
+            ports = list
+                .split(", ")
+                .map(|a| a.rsplit(':').next().unwrap().parse::<u16>().unwrap())
+                .collect();
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    let out = finish(child);
+    assert_eq!(code(&out), 130, "stderr: {}", stderr(&out));
+    for port in ports {
+        assert!(
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+            "a redis-server still listens on {port}"
+        );
+    }
+
+    // A lock waiting for a held resource: interrupted, it gives up at once.
+    let (_servers, list) = servers(3);
+    let out = run(redlock().args(["acquire", "--servers", &list, "busy"]));
+    assert_eq!(code(&out), 0);
+    let waiter = redlock()
+        .args([
+            "lock",
+            "--servers",
+            &list,
+            "--wait",
+            "60s",
+            "busy",
+            "--",
+            "true",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let sent = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &waiter.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = finish(waiter);
+    assert_eq!(code(&out), 130, "stderr: {}", stderr(&out));
+    assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
+    assert!(
+        sent.elapsed() < Duration::from_secs(30),
+        "did not stop waiting"
+    );
+}

@@ -200,15 +200,27 @@ pub(crate) fn per_server(report: &Report, urls: &[ServerUrl]) -> String {
 }
 
 /// Acquires `resource`: retrying until `wait` runs out, or, without it, one
-/// call with the normal retry policy.
+/// call with the normal retry policy. A long wait is cut into slices so that
+/// `interrupted` (a signal) is noticed within a quarter of a second.
 pub(crate) fn acquire_lock(
     client: &Client,
     resource: &str,
     ttl: Duration,
     wait: Option<Duration>,
+    interrupted: &dyn Fn() -> bool,
 ) -> Result<Lock, Failure> {
     let result = match wait {
-        Some(wait) => client.lock_until(resource.as_bytes(), ttl, Instant::now() + wait),
+        Some(wait) => {
+            let deadline = Instant::now() + wait;
+            loop {
+                let slice = deadline.min(Instant::now() + Duration::from_millis(250));
+                match client.lock_until(resource.as_bytes(), ttl, slice) {
+                    Err(Error::Conflict(_) | Error::Unavailable(_) | Error::Expired(_))
+                        if Instant::now() < deadline && !interrupted() => {}
+                    other => break other,
+                }
+            }
+        }
         None => client.lock(resource.as_bytes(), ttl),
     };
     result.map_err(|e| {
@@ -257,7 +269,7 @@ fn acquire(raw: &[String]) -> Result<u8, Failure> {
     let wait = args.duration_opt("wait")?;
     let fence = args.flag("fence");
     let client = client(&servers, ttl, fence)?;
-    let lock = acquire_lock(&client, &args.positionals[0], ttl, wait)?;
+    let lock = acquire_lock(&client, &args.positionals[0], ttl, wait, &|| false)?;
     let mut line = format!("{} {}", lock.token(), lock.remaining().as_millis());
     if let Some(f) = lock.fence() {
         let _ = write!(line, " {f}");

@@ -58,6 +58,11 @@ impl Signals {
         Ok(Signals { flags })
     }
 
+    /// True if a signal arrived and was not taken yet.
+    fn pending(&self) -> bool {
+        self.flags.iter().any(|(_, f)| f.load(Ordering::SeqCst))
+    }
+
     /// The signals received since the last call.
     fn take(&self) -> impl Iterator<Item = i32> + '_ {
         self.flags
@@ -115,7 +120,18 @@ pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
     let client = client(&servers, ttl, fence)?;
     let signals = Signals::register()?;
 
-    let lock = acquire_lock(&client, resource, ttl, wait)?;
+    let lock = match acquire_lock(&client, resource, ttl, wait, &|| signals.pending()) {
+        Ok(lock) => lock,
+        Err(failure) => {
+            return Err(match signals.take().next() {
+                Some(sig) => Failure::new(
+                    u8::try_from(128 + sig).unwrap_or(EX_SOFTWARE),
+                    format!("interrupted (signal {sig}) while waiting for {resource:?}"),
+                ),
+                None => failure,
+            });
+        }
+    };
     if let Some(sig) = signals.take().next() {
         // Interrupted while acquiring: give the lock back, run nothing.
         let _ = client.unlock(&lock);

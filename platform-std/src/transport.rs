@@ -179,6 +179,13 @@ const MAX_SLOTS: usize = 64;
 
 const WAKE: Token = Token(usize::MAX);
 
+/// Events one operation can have waiting: up to 8 requests in flight on
+/// each of up to 9 servers, plus a connection error and an incarnation each.
+const SLOT_EVENTS: usize = 8 * MAX_SERVERS + 2 * MAX_SERVERS;
+
+/// Reply bytes a slot holds without growing (larger replies grow it once).
+const SLOT_INBOX: usize = 2048;
+
 /// The core's clock reads this many microseconds when the transport is made
 /// (20 years), so that instants before it, such as when a server that has
 /// been up for months started, are representable for the restart guard.
@@ -213,7 +220,8 @@ impl Transport {
                 generation: 0,
                 failures: 0,
                 out: Vec::with_capacity(1024),
-                inbuf: Vec::with_capacity(READ_CHUNK),
+                // Room for a chunk read behind a partial reply without growing.
+                inbuf: Vec::with_capacity(2 * READ_CHUNK),
                 expect: VecDeque::with_capacity(16),
                 writable_interest: false,
                 incarnation: None,
@@ -315,7 +323,12 @@ impl Transport {
         };
         st.serial += 1;
         let serial = st.serial;
-        st.slots[slot].serial = serial;
+        let s = &mut st.slots[slot];
+        s.serial = serial;
+        // Room for every reply an operation can get at once (no-ops after a
+        // slot's first use): no allocation however the replies are batched.
+        s.events.reserve(SLOT_EVENTS);
+        s.inbox.reserve(SLOT_INBOX);
         let mut guard = SlotGuard {
             transport: self,
             slot,

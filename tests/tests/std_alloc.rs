@@ -10,6 +10,7 @@ use core::alloc::{GlobalAlloc, Layout};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use core::time::Duration;
 use std::alloc::System;
+use std::sync::Barrier;
 
 use redlock_std::Client;
 use redlock_tests::RedisServer;
@@ -68,5 +69,37 @@ fn lock_and_unlock_allocate_nothing_once_connected() {
         ALLOCS.load(Ordering::SeqCst),
         0,
         "allocations in 1000 lock+unlock cycles"
+    );
+
+    // Four threads sharing the client: their requests are pipelined, replies
+    // handed between threads through per-operation mailboxes, and still
+    // nothing is allocated per cycle.
+    let barrier = Barrier::new(5);
+    std::thread::scope(|scope| {
+        for t in 0..4u8 {
+            let (client, barrier) = (&client, &barrier);
+            scope.spawn(move || {
+                let name = [b'r', b'0' + t];
+                for _ in 0..50 {
+                    client.unlock(&client.lock(&name, ttl).unwrap()).unwrap();
+                }
+                barrier.wait();
+                barrier.wait();
+                for _ in 0..250 {
+                    client.unlock(&client.lock(&name, ttl).unwrap()).unwrap();
+                }
+                barrier.wait();
+            });
+        }
+        barrier.wait();
+        COUNTING.store(true, Ordering::SeqCst);
+        barrier.wait();
+        barrier.wait();
+        COUNTING.store(false, Ordering::SeqCst);
+    });
+    assert_eq!(
+        ALLOCS.load(Ordering::SeqCst),
+        0,
+        "allocations in 4 x 250 lock+unlock cycles from 4 threads"
     );
 }

@@ -399,16 +399,22 @@ impl Transport {
             s.waiting = false;
         }
         st.free.push(slot as u16);
-        self.notify(st);
         if st.slot_waiters > 0 {
             self.slot_free.notify_one();
         }
         if leading {
             st.leader = false;
+        }
+        // Followers with replies are woken; with no leader, the first of
+        // them to wait takes the role. If none is woken, one waiting
+        // follower is, so that someone polls.
+        let mut wake = st.waiting_to_notify();
+        if !st.leader && wake == 0 {
             if let Some(next) = st.slots.iter().position(|s| s.waiting) {
-                self.wakeups[next].notify_one();
+                wake = bit(next);
             }
         }
+        self.wake(wake);
     }
 
     /// Wakes the owners of slots that got events.

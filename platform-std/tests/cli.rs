@@ -74,13 +74,16 @@ fn finish(mut child: Child) -> Output {
     }
 }
 
+/// Starts `cmd` with its output captured.
+fn start(cmd: &mut Command) -> Child {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 fn run(cmd: &mut Command) -> Output {
-    finish(
-        cmd.stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    )
+    finish(start(cmd))
 }
 
 fn code(out: &Output) -> i32 {
@@ -109,17 +112,25 @@ fn hold_until_go(dir: &Path, status: i32) -> Vec<String> {
     ]
 }
 
+/// A shell command that touches `dir/started`, then loops until SIGTERM,
+/// on which it touches `dir/marker` and exits with `status`.
+fn until_term(dir: &Path, marker: &str, status: i32) -> String {
+    format!(
+        "trap 'touch {d}/{marker}; exit {status}' TERM; touch {d}/started; \
+         while true; do sleep 0.05; done",
+        d = dir.display()
+    )
+}
+
 #[test]
 fn runs_the_command_with_the_lock_held_and_exits_with_its_status() {
     let (servers, list) = servers(3);
     let dir = scratch("run");
-    let child = redlock()
-        .args(["lock", "--servers", &list, "job", "--"])
-        .args(hold_until_go(&dir, 3))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = start(
+        redlock()
+            .args(["lock", "--servers", &list, "job", "--"])
+            .args(hold_until_go(&dir, 3)),
+    );
     wait_for_file(&dir.join("started"));
     let seen = std::fs::read_to_string(dir.join("started")).unwrap();
     let (resource, token) = seen.trim().split_once(' ').unwrap();
@@ -143,13 +154,11 @@ fn runs_the_command_with_the_lock_held_and_exits_with_its_status() {
 fn a_second_lock_on_a_held_resource_exits_75_or_waits_its_turn() {
     let (_servers, list) = servers(3);
     let dir = scratch("contend");
-    let first = redlock()
-        .args(["lock", "--servers", &list, "shared", "--"])
-        .args(hold_until_go(&dir, 0))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let first = start(
+        redlock()
+            .args(["lock", "--servers", &list, "shared", "--"])
+            .args(hold_until_go(&dir, 0)),
+    );
     wait_for_file(&dir.join("started"));
     // Without --wait: the normal retries, then 75 with a reason.
     let out = run(redlock().args(["lock", "--servers", &list, "shared", "--", "true"]));
@@ -159,13 +168,11 @@ fn a_second_lock_on_a_held_resource_exits_75_or_waits_its_turn() {
     assert!(err.contains("held by another"), "{err}");
     // With --wait: waits until the first one is done, then runs.
     let marker = dir.join("second-ran");
-    let second = redlock()
-        .args(["lock", "--servers", &list, "--wait", "20s", "shared", "--"])
-        .args(["sh", "-c", &format!("touch {}", marker.display())])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let second = start(
+        redlock()
+            .args(["lock", "--servers", &list, "--wait", "20s", "shared", "--"])
+            .args(["sh", "-c", &format!("touch {}", marker.display())]),
+    );
     std::thread::sleep(Duration::from_millis(300));
     assert!(
         !marker.exists(),
@@ -251,18 +258,12 @@ fn too_few_servers_exits_69_naming_each_server() {
 fn a_lost_lock_terminates_the_command_and_exits_70() {
     let (servers, list) = servers(3);
     let dir = scratch("lost");
-    let script = format!(
-        "trap 'echo term > {d}/terminated; exit 143' TERM; touch {d}/started; \
-         while true; do sleep 0.05; done",
-        d = dir.display()
+    let script = until_term(&dir, "terminated", 143);
+    let child = start(
+        redlock()
+            .args(["lock", "--servers", &list, "--ttl", "1s", "doomed", "--"])
+            .args(["sh", "-c", &script]),
     );
-    let child = redlock()
-        .args(["lock", "--servers", &list, "--ttl", "1s", "doomed", "--"])
-        .args(["sh", "-c", &script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     wait_for_file(&dir.join("started"));
     // The watchdog keeps it past its ttl.
     std::thread::sleep(Duration::from_millis(1500));
@@ -307,18 +308,12 @@ fn fencing_tokens_grow_across_runs() {
 fn signals_are_forwarded_and_the_lock_released() {
     let (servers, list) = servers(3);
     let dir = scratch("signal");
-    let script = format!(
-        "trap 'echo got > {d}/got; exit 42' TERM; touch {d}/started; \
-         while true; do sleep 0.05; done",
-        d = dir.display()
+    let script = until_term(&dir, "got", 42);
+    let child = start(
+        redlock()
+            .args(["lock", "--servers", &list, "sig", "--"])
+            .args(["sh", "-c", &script]),
     );
-    let child = redlock()
-        .args(["lock", "--servers", &list, "sig", "--"])
-        .args(["sh", "-c", &script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     wait_for_file(&dir.join("started"));
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -440,12 +435,7 @@ fn the_demo_runs_to_completion_and_leaves_no_server_behind() {
 #[test]
 fn ctrl_c_stops_the_demo_and_a_waiting_lock_cleanly() {
     // The demo: interrupted half-way, it still stops every server.
-    let mut child = redlock()
-        .args(["demo", "--duration", "60s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = start(redlock().args(["demo", "--duration", "60s"]));
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut ports = Vec::new();
     let mut line = String::new();
@@ -484,21 +474,16 @@ fn ctrl_c_stops_the_demo_and_a_waiting_lock_cleanly() {
     let (_servers, list) = servers(3);
     let out = run(redlock().args(["acquire", "--servers", &list, "busy"]));
     assert_eq!(code(&out), 0);
-    let waiter = redlock()
-        .args([
-            "lock",
-            "--servers",
-            &list,
-            "--wait",
-            "60s",
-            "busy",
-            "--",
-            "true",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let waiter = start(redlock().args([
+        "lock",
+        "--servers",
+        &list,
+        "--wait",
+        "60s",
+        "busy",
+        "--",
+        "true",
+    ]));
     std::thread::sleep(Duration::from_millis(500));
     let sent = Instant::now();
     assert!(

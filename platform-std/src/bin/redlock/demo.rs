@@ -369,22 +369,8 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
     let (mut acq, mut rel) = latencies.into_inner().unwrap_or_else(|p| p.into_inner());
     acq.sort_unstable();
     rel.sort_unstable();
-    println!(
-        "acquire attempts: {}, latency p50 {} p90 {} p99 {} max {}",
-        acq.len(),
-        us(&acq, 0.5),
-        us(&acq, 0.9),
-        us(&acq, 0.99),
-        us(&acq, 1.0)
-    );
-    println!(
-        "releases: {}, latency p50 {} p90 {} p99 {} max {}",
-        rel.len(),
-        us(&rel, 0.5),
-        us(&rel, 0.9),
-        us(&rel, 0.99),
-        us(&rel, 1.0)
-    );
+    println!("acquire attempts: {}", summary(&acq));
+    println!("releases: {}", summary(&rel));
     drop(local);
     if holds.is_empty() {
         problems.push("no worker ever held the lock".into());
@@ -408,6 +394,18 @@ fn lock_error(errors: &Mutex<Vec<String>>, e: String) {
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// `N, latency p50 .. p90 .. p99 .. max ..` of sorted nanoseconds.
+fn summary(sorted: &[u64]) -> String {
+    format!(
+        "{}, latency p50 {} p90 {} p99 {} max {}",
+        sorted.len(),
+        us(sorted, 0.5),
+        us(sorted, 0.9),
+        us(sorted, 0.99),
+        us(sorted, 1.0)
+    )
 }
 
 /// The `p` quantile of sorted nanoseconds, in µs or ms for display.

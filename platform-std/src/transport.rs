@@ -312,6 +312,14 @@ impl Transport {
         op: &mut O,
         mut on_incarnation: impl FnMut(&mut O, ServerId, Instant),
     ) -> O::Output {
+        // Declared before the state lock's guard, so that when unwinding it
+        // is dropped after it (it takes the lock itself).
+        let mut guard = SlotGuard {
+            transport: self,
+            slot: 0,
+            leading: false,
+            armed: false,
+        };
         let mut st = self.lock();
         let slot = loop {
             if let Some(s) = st.free.pop() {
@@ -329,12 +337,8 @@ impl Transport {
         // slot's first use): no allocation however the replies are batched.
         s.events.reserve(SLOT_EVENTS);
         s.inbox.reserve(SLOT_INBOX);
-        let mut guard = SlotGuard {
-            transport: self,
-            slot,
-            leading: false,
-            armed: true,
-        };
+        guard.slot = slot;
+        guard.armed = true;
         let mut outcome = None;
         let out = loop {
             let now = self.now();
@@ -1005,4 +1009,121 @@ fn encode_growing(
     };
     out.truncate(start + n);
     n
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use alloc::sync::Arc;
+    use redlock_core::redlock_resp::Reply;
+    use redlock_core::{Transmit, Unsolicited};
+    use std::net::TcpListener;
+    use std::sync::mpsc;
+
+    /// Sends nothing and panics when its deadline passes.
+    struct Panics {
+        deadline: Instant,
+    }
+
+    impl Operation for Panics {
+        type Output = ();
+        fn poll_transmit(
+            &mut self,
+            _: Instant,
+            _: &mut [u8],
+        ) -> Result<Option<Transmit>, EncodeError> {
+            Ok(None)
+        }
+        fn handle_reply(
+            &mut self,
+            _: Instant,
+            _: ServerId,
+            _: Reply<'_>,
+        ) -> Result<(), Unsolicited> {
+            Ok(())
+        }
+        fn handle_connection_error(&mut self, _: Instant, _: ServerId) {}
+        fn handle_timeout(&mut self, _: Instant) {
+            panic!("a broken operation");
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            Some(self.deadline)
+        }
+        fn poll_outcome(&mut self) -> Option<()> {
+            None
+        }
+        fn is_finished(&self) -> bool {
+            false
+        }
+    }
+
+    /// Done at once.
+    struct Done;
+
+    impl Operation for Done {
+        type Output = u8;
+        fn poll_transmit(
+            &mut self,
+            _: Instant,
+            _: &mut [u8],
+        ) -> Result<Option<Transmit>, EncodeError> {
+            Ok(None)
+        }
+        fn handle_reply(
+            &mut self,
+            _: Instant,
+            _: ServerId,
+            _: Reply<'_>,
+        ) -> Result<(), Unsolicited> {
+            Ok(())
+        }
+        fn handle_connection_error(&mut self, _: Instant, _: ServerId) {}
+        fn handle_timeout(&mut self, _: Instant) {}
+        fn poll_timeout(&self) -> Option<Instant> {
+            None
+        }
+        fn poll_outcome(&mut self) -> Option<u8> {
+            Some(7)
+        }
+        fn is_finished(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_panicking_operation_leaves_the_transport_usable() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url: ServerUrl = listener.local_addr().unwrap().to_string().parse().unwrap();
+        let config = ConnConfig {
+            connect_timeout: StdDuration::from_secs(1),
+            backoff_min: StdDuration::from_millis(10),
+            backoff_max: StdDuration::from_secs(1),
+            limits: Limits::DEFAULT,
+        };
+        let transport = Arc::new(Transport::new(&[url], config).unwrap());
+        let t = transport.clone();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let joined = std::thread::spawn(move || {
+                let deadline = t
+                    .now()
+                    .saturating_add(redlock_core::Duration::from_millis(5));
+                t.run(&mut Panics { deadline }, |_, _, _| {});
+            })
+            .join();
+            let _ = tx.send(joined.is_err());
+        });
+        // Unwinding must not deadlock on the state lock.
+        assert_eq!(rx.recv_timeout(StdDuration::from_secs(10)), Ok(true));
+        // The slot and the leader role were given back: another call runs.
+        let (tx, rx) = mpsc::channel();
+        let t = transport.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(t.run(&mut Done, |_, _, _| {}));
+        });
+        assert_eq!(rx.recv_timeout(StdDuration::from_secs(10)), Ok(7));
+        assert_eq!(transport.lock().free.len(), MAX_SLOTS);
+    }
 }

@@ -284,13 +284,124 @@ fn a_lost_lock_terminates_the_command_and_exits_70() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// True while process `pid` runs (a zombie does not count).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn a_lost_lock_stops_every_process_of_the_command() {
+    let (servers, list) = servers(3);
+    let dir = scratch("lost-tree");
+    // The command starts a background process that ignores SIGTERM: only
+    // the SIGKILL after the grace period, sent to the whole process group,
+    // stops it.
+    let script = format!(
+        "sh -c 'trap \"\" TERM; while true; do sleep 0.05; done' & echo $! > {d}/bg.tmp; \
+         mv {d}/bg.tmp {d}/bg; wait",
+        d = dir.display()
+    );
+    let child = start(
+        redlock()
+            .args([
+                "lock",
+                "--servers",
+                &list,
+                "--ttl",
+                "1s",
+                "--grace",
+                "300ms",
+            ])
+            .args(["tree", "--", "sh", "-c", &script]),
+    );
+    wait_for_file(&dir.join("bg"));
+    let bg: u32 = std::fs::read_to_string(dir.join("bg"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(bg));
+    for s in &servers {
+        s.conn().unwrap().request(&[b"DEL", b"tree"]).unwrap();
+    }
+    let out = finish(child);
+    assert_eq!(code(&out), 70, "stderr: {}", stderr(&out));
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while alive(bg) {
+        assert!(
+            Instant::now() < give_up,
+            "a process of the command outlived the lock"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_ctrl_c_to_redlock_and_its_group_reaches_the_command_once() {
+    use std::os::unix::process::CommandExt;
+    let (_servers, list) = servers(3);
+    let dir = scratch("once");
+    let script = format!(
+        "trap 'echo int >> {d}/ints' INT; touch {d}/started; \
+         i=0; while [ $i -lt 40 ]; do sleep 0.05; i=$((i+1)); done",
+        d = dir.display()
+    );
+    // redlock leads its own group here, like a job in a shell: a Ctrl-C at
+    // a terminal goes to the whole group.
+    let child = start(
+        redlock()
+            .args([
+                "lock",
+                "--servers",
+                &list,
+                "once",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .process_group(0),
+    );
+    wait_for_file(&dir.join("started"));
+    let group = format!("-{}", child.id());
+    assert!(
+        Command::new("kill")
+            .args(["-INT", "--", &group])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = finish(child);
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let ints = std::fs::read_to_string(dir.join("ints")).unwrap();
+    assert_eq!(
+        ints.lines().count(),
+        1,
+        "SIGINT reached the command more than once"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn fencing_tokens_grow_across_runs() {
     let (_servers, list) = servers(3);
     let mut last = 0u64;
-    for _ in 0..3 {
+    for run_no in 0..3 {
+        // Options may also follow the resource, before `--`.
+        let args: &[&str] = if run_no == 1 {
+            &["lock", "--servers", &list, "fenced", "--fence", "--"]
+        } else {
+            &["lock", "--servers", &list, "--fence", "fenced", "--"]
+        };
         let out = run(redlock()
-            .args(["lock", "--servers", &list, "--fence", "fenced", "--"])
+            .args(args)
             .args(["sh", "-c", "echo $REDLOCK_FENCE"]));
         assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
         let fence: u64 = stdout(&out).trim().parse().unwrap();

@@ -84,15 +84,12 @@ impl Args {
                 return Err(usage(format!("unknown option {arg}")));
             }
             args.positionals.push(arg.clone());
-            if spec.command_after == Some(args.positionals.len()) {
-                // `redlock lock RESOURCE CMD ...` without `--` also works.
-                if let Some(rest) = raw.get(i..).filter(|r| !r.is_empty()) {
-                    if rest.first().is_some_and(|a| a == "--") {
-                        args.command = rest.get(1..).unwrap_or_default().to_vec();
-                    } else {
-                        args.command = rest.to_vec();
-                    }
-                }
+            let rest = raw.get(i..).unwrap_or_default();
+            if spec.command_after == Some(args.positionals.len()) && !rest.iter().any(|a| a == "--")
+            {
+                // `redlock lock RESOURCE CMD ...` without `--` also works;
+                // with a `--` further on, options may still come before it.
+                args.command = rest.to_vec();
                 break;
             }
         }
@@ -217,6 +214,14 @@ mod tests {
         assert_eq!(a.command, ["echo", "--ttl", "x"]);
         let a = Args::parse(&strings(&["res", "ls", "-l"]), &spec).unwrap();
         assert_eq!(a.command, ["ls", "-l"]);
+        // Options after the resource, before `--`.
+        let a = Args::parse(&strings(&["res", "--ttl", "5s", "--", "echo", "hi"]), &spec).unwrap();
+        assert_eq!(a.value("ttl"), Some("5s"));
+        assert_eq!(a.positionals, ["res"]);
+        assert_eq!(a.command, ["echo", "hi"]);
+        // A command whose own arguments include `--`.
+        let a = Args::parse(&strings(&["res", "--", "cmd", "--", "x"]), &spec).unwrap();
+        assert_eq!(a.command, ["cmd", "--", "x"]);
         assert!(Args::parse(&strings(&["--nope"]), &spec).is_err());
         assert!(Args::parse(&strings(&["--ttl"]), &spec).is_err());
         assert!(Args::parse(&strings(&["--fence=1"]), &spec).is_err());

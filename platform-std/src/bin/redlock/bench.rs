@@ -144,23 +144,32 @@ pub(crate) fn bench(raw: &[String]) -> Result<u8, Failure> {
         o.raw("release_us", &percentiles_json(&r));
         o.int("conflicts", conflicts);
         o.int("errors", errors);
-        println!("{}", o.finish());
+        say!("{}", o.finish());
     } else {
-        println!(
+        say!(
             "{} servers, {clients} client thread{} sharing one client, {} resources, {elapsed:.1} s",
             servers.len(),
             if clients == 1 { "" } else { "s" },
             if same { "one contended" } else { "distinct" },
         );
-        println!("cycles: {cycles} ({per_sec:.1}/s), conflicts: {conflicts}, errors: {errors}");
-        println!(
+        say!("cycles: {cycles} ({per_sec:.1}/s), conflicts: {conflicts}, errors: {errors}");
+        say!(
             "{:<10}{:>10}{:>10}{:>10}{:>10}{:>10}",
-            "µs", "p50", "p90", "p99", "p99.9", "max"
+            "µs",
+            "p50",
+            "p90",
+            "p99",
+            "p99.9",
+            "max"
         );
         for (name, p) in [("acquire", a), ("release", r)] {
-            println!(
+            say!(
                 "{name:<10}{:>10.1}{:>10.1}{:>10.1}{:>10.1}{:>10.1}",
-                p[0], p[1], p[2], p[3], p[4]
+                p[0],
+                p[1],
+                p[2],
+                p[3],
+                p[4]
             );
         }
     }

@@ -2,7 +2,7 @@
 //! two servers killed half-way, an overlap check, latency percentiles.
 
 use alloc::sync::Arc;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use core::time::Duration;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -99,7 +99,8 @@ impl LocalServers {
                 .and_then(|l| l.local_addr())
                 .map(|a| a.port())
                 .map_err(|e| Failure::new(EX_SOFTWARE, format!("no free port: {e}")))?;
-            let mut child = Command::new("redis-server")
+            let mut command = Command::new("redis-server");
+            command
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
                 .args(["--save", "", "--appendonly", "no"])
                 .arg("--dir")
@@ -111,11 +112,11 @@ impl LocalServers {
                 .stderr(Stdio::null())
                 // Its own process group: Ctrl-C reaches redlock, which then
                 // stops the servers itself.
-                .process_group(0)
-                .spawn()
-                .map_err(|e| {
-                    Failure::new(EX_UNAVAILABLE, format!("cannot start redis-server: {e}"))
-                })?;
+                .process_group(0);
+            sys::die_with_parent(&mut command);
+            let mut child = command.spawn().map_err(|e| {
+                Failure::new(EX_UNAVAILABLE, format!("cannot start redis-server: {e}"))
+            })?;
             let ready_by = Instant::now() + Duration::from_secs(5);
             while Instant::now() < ready_by {
                 if ping(port) {
@@ -203,25 +204,29 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
             })?,
         None => 4,
     };
-    let interrupted = Arc::new(AtomicBool::new(false));
+    // The signal that interrupted the demo, if one did.
+    let interrupted = Arc::new(AtomicUsize::new(0));
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        signal_hook::flag::register(sig, interrupted.clone())
+        signal_hook::flag::register_usize(sig, interrupted.clone(), sig as usize)
             .map_err(|e| Failure::new(EX_SOFTWARE, format!("cannot handle signal {sig}: {e}")))?;
     }
 
     let mut local = None;
     let urls = match args.servers() {
         Some(_) => servers(&args)?,
+        None if args.value("servers").is_some() => {
+            return Err(crate::args::usage("--servers is empty").into());
+        }
         None => {
-            println!("starting 5 redis-server processes on 127.0.0.1 ...");
+            say!("starting 5 redis-server processes on 127.0.0.1 ...");
             let started = LocalServers::start(5)?;
             let urls = started.urls();
             local = Some(started);
             urls
         }
     };
-    println!("servers: {}", urls.join(", "));
-    println!(
+    say!("servers: {}", urls.join(", "));
+    say!(
         "{workers} workers contend for {:?} for {:.1} s (each with its own client, fencing on)",
         String::from_utf8_lossy(RESOURCE),
         duration.as_secs_f64()
@@ -274,7 +279,7 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
                                     format!("worker {} worked past its validity", w + 1),
                                 );
                             }
-                            println!(
+                            say!(
                                 "  {:6.3}s  worker {} holds the lock for {:>3} ms   fence {}",
                                 start.duration_since(t0).as_secs_f64(),
                                 w + 1,
@@ -307,12 +312,12 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
         // Half-way: kill two of the five local servers.
         let half = t0 + duration / 2;
         let mut killed = false;
-        while Instant::now() < end && !interrupted.load(Ordering::SeqCst) {
+        while Instant::now() < end && interrupted.load(Ordering::SeqCst) == 0 {
             if !killed && Instant::now() >= half {
                 killed = true;
                 if let Some(servers) = local.as_mut() {
                     let ports: Vec<u16> = [3, 4].iter().filter_map(|&i| servers.kill(i)).collect();
-                    println!(
+                    say!(
                         "  {:6.3}s  --- killed the redis-servers on ports {ports:?}: 3 of 5 are left, still a majority ---",
                         t0.elapsed().as_secs_f64()
                     );
@@ -323,11 +328,12 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
         stop.store(true, Ordering::SeqCst);
     });
     drop(clients);
-    if interrupted.load(Ordering::SeqCst) {
+    let sig = interrupted.load(Ordering::SeqCst);
+    if sig != 0 {
         drop(local);
         return Err(Failure::new(
-            130,
-            "interrupted; servers stopped and files removed",
+            u8::try_from(128 + sig).unwrap_or(EX_SOFTWARE),
+            format!("interrupted (signal {sig}); servers stopped and files removed"),
         ));
     }
 
@@ -346,8 +352,8 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
         }
     }
     let by: alloc::collections::BTreeSet<usize> = holds.iter().map(|h| h.worker).collect();
-    println!();
-    println!(
+    say!();
+    say!(
         "{} holds by {} of {workers} workers; no two overlapped: {}; fencing tokens always grew: {}",
         holds.len(),
         by.len(),
@@ -364,20 +370,20 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
     );
     let unavailable = unavailable.into_inner();
     if unavailable > 0 {
-        println!("{unavailable} attempts failed for want of servers (shown above)");
+        say!("{unavailable} attempts failed for want of servers (shown above)");
     }
     let (mut acq, mut rel) = latencies.into_inner().unwrap_or_else(|p| p.into_inner());
     acq.sort_unstable();
     rel.sort_unstable();
-    println!("acquire attempts: {}", summary(&acq));
-    println!("releases: {}", summary(&rel));
+    say!("acquire attempts: {}", summary(&acq));
+    say!("releases: {}", summary(&rel));
     drop(local);
     if holds.is_empty() {
         problems.push("no worker ever held the lock".into());
     }
     match problems.first() {
         None => {
-            println!("done: every server stopped, every file removed.");
+            say!("done: every server stopped, every file removed.");
             Ok(0)
         }
         Some(first) => Err(Failure::new(
@@ -419,5 +425,25 @@ fn us(sorted: &[u64], p: f64) -> String {
         format!("{:.1} ms", ns as f64 / 1e6)
     } else {
         format!("{:.0} µs", ns as f64 / 1e3)
+    }
+}
+
+#[allow(unsafe_code)]
+mod sys {
+    use std::os::unix::process::CommandExt;
+    use std::process::Command;
+
+    /// The child gets SIGKILL if redlock dies without stopping it (killed
+    /// with SIGKILL, say): no server outlives the demo.
+    pub(super) fn die_with_parent(command: &mut Command) {
+        // SAFETY: the closure runs in the child between fork and exec; it
+        // only calls prctl(2), which is async-signal-safe, and allocates
+        // nothing.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
     }
 }

@@ -10,6 +10,19 @@
 // A command-line program: printing is its job.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+/// `println!` that ignores a closed stdout (`redlock demo | head`) instead
+/// of panicking: the work goes on, and its cleanup with it.
+macro_rules! say {
+    () => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock());
+    }};
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 mod args;
 mod bench;
 mod demo;
@@ -98,11 +111,11 @@ fn main() -> ExitCode {
     };
     let result = match sub {
         "-h" | "--help" | "help" => {
-            println!("{HELP}");
+            say!("{HELP}");
             Ok(0)
         }
         "-V" | "--version" | "version" => {
-            println!("redlock {}", env!("CARGO_PKG_VERSION"));
+            say!("redlock {}", env!("CARGO_PKG_VERSION"));
             Ok(0)
         }
         "lock" => run::lock(rest),
@@ -133,7 +146,7 @@ fn main() -> ExitCode {
 pub(crate) fn parse(raw: &[String], spec: &Spec, help: &str) -> Result<Option<Args>, Failure> {
     let args = Args::parse(raw, spec)?;
     if args.help {
-        println!("{help}");
+        say!("{help}");
         return Ok(None);
     }
     Ok(Some(args))
@@ -141,6 +154,9 @@ pub(crate) fn parse(raw: &[String], spec: &Spec, help: &str) -> Result<Option<Ar
 
 /// The client for `servers`.
 pub(crate) fn client(servers: &[String], ttl: Duration, fencing: bool) -> Result<Client, Failure> {
+    if ttl < Duration::from_millis(1) {
+        return Err(usage("the ttl must be at least 1ms").into());
+    }
     Client::builder()
         .servers(servers)
         .ttl(ttl)
@@ -232,6 +248,16 @@ pub(crate) fn acquire_lock(
     })
 }
 
+/// A holder's value for display, marked when the server's value was longer
+/// than what was kept of it.
+fn holder_text(kept: &[u8], full_len: usize) -> String {
+    if full_len > kept.len() {
+        format!("{}... ({full_len} bytes)", printable(kept))
+    } else {
+        printable(kept)
+    }
+}
+
 /// A token or value for display: as is when printable, else escaped.
 pub(crate) fn printable(bytes: &[u8]) -> String {
     bytes.escape_ascii().to_string()
@@ -274,7 +300,7 @@ fn acquire(raw: &[String]) -> Result<u8, Failure> {
     if let Some(f) = lock.fence() {
         let _ = write!(line, " {f}");
     }
-    println!("{line}");
+    say!("{line}");
     Ok(0)
 }
 
@@ -319,7 +345,7 @@ fn unlock(raw: &[String]) -> Result<u8, Failure> {
             ),
         ));
     }
-    println!(
+    say!(
         "released {resource:?}: deleted on {} of {} servers",
         released.deleted(),
         servers.len()
@@ -334,7 +360,9 @@ Shows, per server, whether RESOURCE is held, by which token, and its
 remaining time to live; then the token held by a majority, if any.
 
   --json    one JSON object: {\"resource\": .., \"servers\": [{\"server\": ..,
-            \"answered\": .., \"held\": .., \"token\": .., \"pttl_ms\": ..}],
+            \"answered\": .., \"held\": .., \"token\": .., \"token_len\": ..,
+            \"pttl_ms\": ..}] (a token longer than 64 bytes is cut; token_len
+            is its full length),
             \"majority_holder\": ..}
 
 Exit statuses: 0 when a majority answered; 69 too few servers answered.";
@@ -375,6 +403,7 @@ fn inspect(raw: &[String]) -> Result<u8, Failure> {
                     Some(t) => o.string("token", &String::from_utf8_lossy(t)),
                     None => o.null("token"),
                 }
+                o.int("token_len", h.holder_len as i64);
                 o.int("pttl_ms", h.pttl_ms);
             } else {
                 o.string("error", &describe(h.outcome));
@@ -386,13 +415,13 @@ fn inspect(raw: &[String]) -> Result<u8, Failure> {
             Some(t) => out.string("majority_holder", &String::from_utf8_lossy(t)),
             None => out.null("majority_holder"),
         }
-        println!("{}", out.finish());
+        say!("{}", out.finish());
     } else {
-        println!("{:<28} {:<6} {:>10}  TOKEN", "SERVER", "STATE", "TTL");
+        say!("{:<28} {:<6} {:>10}  TOKEN", "SERVER", "STATE", "TTL");
         for (i, h) in entries.iter().enumerate() {
             let server = urls.get(i).map(|u| u.to_string()).unwrap_or_default();
             if !h.outcome.answered() {
-                println!("{server:<28} {:<6} {:>10}  -", "error", describe(h.outcome));
+                say!("{server:<28} {:<6} {:>10}  -", "error", describe(h.outcome));
                 continue;
             }
             let (state, ttl, token) = match &h.holder {
@@ -403,15 +432,15 @@ fn inspect(raw: &[String]) -> Result<u8, Failure> {
                     } else {
                         "no expiry".into()
                     },
-                    printable(t),
+                    holder_text(t, h.holder_len),
                 ),
                 None => ("free", "-".into(), "-".into()),
             };
-            println!("{server:<28} {state:<6} {ttl:>10}  {token}");
+            say!("{server:<28} {state:<6} {ttl:>10}  {token}");
         }
         match inspection.majority_holder() {
-            Some(t) => println!("held by a majority: {}", printable(t)),
-            None => println!("held by a majority: nobody"),
+            Some(t) => say!("held by a majority: {}", printable(t)),
+            None => say!("held by a majority: nobody"),
         }
     }
     if answered <= entries.len() / 2 {

@@ -4,9 +4,11 @@
 use alloc::sync::Arc;
 use core::sync::atomic::{AtomicBool, Ordering};
 use core::time::Duration;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus};
 use std::time::Instant;
+
+use redlock_std::Lost;
 
 use crate::args::Spec;
 use crate::{EX_SOFTWARE, Failure, acquire_lock, client, parse, servers};
@@ -30,8 +32,12 @@ REDLOCK_FENCE (the fencing token: larger for every later holder).
   --grace D   if the lock is lost, CMD gets SIGTERM, then SIGKILL after D
               (default 5s)
 
-SIGINT, SIGTERM and SIGHUP sent to redlock are forwarded to CMD; the lock is
-released when CMD exits.
+CMD runs as the leader of its own process group (with the terminal's
+foreground when redlock has it). SIGINT, SIGTERM and SIGHUP sent to redlock
+are forwarded to that group; the lock is released when CMD exits. If the lock
+is lost, the whole group gets SIGTERM and, after the grace period (cut short
+so that it ends before the lock's validity when that is still running),
+SIGKILL.
 
 Exit statuses: CMD's own (128+N if killed by signal N); 75 held by someone
 else; 69 too few servers answered; 70 the lock was lost while CMD ran, or an
@@ -69,21 +75,6 @@ impl Signals {
             .iter()
             .filter(|(_, f)| f.swap(false, Ordering::SeqCst))
             .map(|(sig, _)| *sig)
-    }
-}
-
-/// Sends `signal` to the child `pid`.
-#[allow(unsafe_code)]
-fn send_signal(pid: u32, signal: i32) {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return;
-    };
-    // SAFETY: kill(2) takes two integers and touches no memory of this
-    // process. `pid` is a child this process spawned and has not reaped yet
-    // (callers only signal before `try_wait` reported its exit), so it
-    // cannot name another process.
-    unsafe {
-        libc::kill(pid, signal);
     }
 }
 
@@ -135,7 +126,10 @@ pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
     if let Some(sig) = signals.take().next() {
         // Interrupted while acquiring: give the lock back, run nothing.
         let _ = client.unlock(&lock);
-        return Ok(u8::try_from(128 + sig).unwrap_or(EX_SOFTWARE));
+        return Err(Failure::new(
+            u8::try_from(128 + sig).unwrap_or(EX_SOFTWARE),
+            format!("interrupted (signal {sig}) before the command started; {resource:?} released"),
+        ));
     }
     let (token, fence_token) = (lock.token().to_string(), lock.fence());
     let auto = client
@@ -151,8 +145,8 @@ pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
         Some(f) => command.env("REDLOCK_FENCE", f.to_string()),
         None => command.env_remove("REDLOCK_FENCE"),
     };
-    let mut child = match command.spawn() {
-        Ok(child) => child,
+    let mut job = match Job::spawn(&mut command) {
+        Ok(job) => job,
         Err(e) => {
             let _ = auto.release();
             let code = if e.kind() == std::io::ErrorKind::NotFound {
@@ -168,28 +162,27 @@ pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
     };
 
     loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                if let Err(e) = auto.release() {
-                    eprintln!("redlock lock: warning: releasing {resource:?} failed: {e}");
-                }
-                return Ok(status_code(status));
+        if job.exited() {
+            let status = job.reap();
+            if let Err(e) = auto.release() {
+                eprintln!("redlock lock: warning: releasing {resource:?} failed: {e}");
             }
-            Ok(None) => {}
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(Failure::new(
-                    EX_SOFTWARE,
-                    format!("cannot watch the command: {e}"),
-                ));
-            }
+            return status.map(status_code).map_err(|e| {
+                Failure::new(EX_SOFTWARE, format!("cannot wait for the command: {e}"))
+            });
         }
         for sig in signals.take() {
-            send_signal(child.id(), sig);
+            job.signal(sig);
         }
         if let Some(why) = auto.wait_lost(Duration::from_millis(20)) {
-            stop(&mut child, grace, &signals);
+            // While the validity still runs (extensions failing), the job
+            // must be gone before it ends; once a majority said the key is
+            // not ours, the grace is the user's.
+            let grace = match why {
+                Lost::NotHeld => grace,
+                _ => grace.min(auto.lock().remaining()),
+            };
+            job.stop(grace, &signals);
             drop(auto);
             return Err(Failure::new(
                 EX_SOFTWARE,
@@ -201,23 +194,133 @@ pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
     }
 }
 
-/// SIGTERM, then SIGKILL after `grace`; waits for the child to exit.
-fn stop(child: &mut Child, grace: Duration, signals: &Signals) {
-    send_signal(child.id(), libc::SIGTERM);
-    let give_up = Instant::now() + grace;
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) | Err(_) => return,
-            Ok(None) => {}
+/// The command, leader of its own process group: signals reach all of its
+/// processes, once. With a terminal, the group gets the terminal's
+/// foreground while it runs (so that it can read it, and Ctrl-C reaches it
+/// directly).
+struct Job {
+    child: Child,
+    pgid: libc::pid_t,
+    terminal: Option<sys::Terminal>,
+}
+
+impl Job {
+    fn spawn(command: &mut Command) -> std::io::Result<Job> {
+        let child = command.process_group(0).spawn()?;
+        let pgid = libc::pid_t::try_from(child.id()).map_err(std::io::Error::other)?;
+        let terminal = sys::hand_terminal_to(pgid);
+        Ok(Job {
+            child,
+            pgid,
+            terminal,
+        })
+    }
+
+    /// Sends `signal` to every process of the job.
+    fn signal(&self, signal: i32) {
+        sys::kill_group(self.pgid, signal);
+    }
+
+    /// True once the command exited. It is not reaped yet, so its process
+    /// group id cannot be reused meanwhile.
+    fn exited(&self) -> bool {
+        sys::exited_unreaped(self.pgid)
+    }
+
+    /// Takes the terminal back and reaps the command.
+    fn reap(&mut self) -> std::io::Result<ExitStatus> {
+        self.terminal = None;
+        self.child.wait()
+    }
+
+    /// SIGTERM to the job, then SIGKILL to whatever is left of it after
+    /// `grace` or once the command exited; then reaps it.
+    fn stop(&mut self, grace: Duration, signals: &Signals) {
+        self.signal(libc::SIGTERM);
+        let give_up = Instant::now() + grace;
+        while !self.exited() && Instant::now() < give_up {
+            for sig in signals.take() {
+                self.signal(sig);
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
-        if Instant::now() >= give_up {
-            let _ = child.kill();
-            let _ = child.wait();
-            return;
+        self.signal(libc::SIGKILL);
+        let _ = self.reap();
+    }
+}
+
+/// The few system calls std does not offer.
+#[allow(unsafe_code)]
+mod sys {
+    /// Sends `signal` to every process in the group `pgid`.
+    pub(super) fn kill_group(pgid: libc::pid_t, signal: libc::c_int) {
+        // SAFETY: kill(2) takes integers and touches no memory of ours.
+        // `pgid` is the group of a child we started as its group leader and
+        // have not reaped (callers reap last), so the id names that group.
+        unsafe {
+            libc::kill(-pgid, signal);
         }
-        for sig in signals.take() {
-            send_signal(child.id(), sig);
+    }
+
+    /// True once the child `pid` exited (or cannot be waited for), leaving
+    /// it unreaped.
+    pub(super) fn exited_unreaped(pid: libc::pid_t) -> bool {
+        let Ok(id) = libc::id_t::try_from(pid) else {
+            return true;
+        };
+        // SAFETY: `siginfo_t` is plain data for which all zeroes is valid.
+        let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
+        // SAFETY: `info` is a valid, writable `siginfo_t` that outlives the
+        // call; WNOWAIT leaves the child to be reaped by `Child::wait`.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                id,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        // SAFETY: after a successful waitid, `si_pid` is set (zero when the
+        // child has not exited yet).
+        r != 0 || unsafe { info.si_pid() } != 0
+    }
+
+    /// The terminal on stdin was handed to another process group; dropping
+    /// this gives it back.
+    pub(super) struct Terminal {
+        ours: libc::pid_t,
+    }
+
+    /// Hands the terminal's foreground to `pgid`, if stdin is a terminal
+    /// whose foreground is our group.
+    pub(super) fn hand_terminal_to(pgid: libc::pid_t) -> Option<Terminal> {
+        // SAFETY: these calls take integers (and SIG_IGN) and touch no
+        // memory of ours.
+        unsafe {
+            if libc::isatty(0) != 1 {
+                return None;
+            }
+            let ours = libc::getpgrp();
+            if libc::tcgetpgrp(0) != ours {
+                return None;
+            }
+            // Taking the terminal back from the background must not stop us.
+            libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+            if libc::tcsetpgrp(0, pgid) != 0 {
+                return None;
+            }
+            // In case it read the terminal before it had it (SIGTTIN).
+            libc::kill(-pgid, libc::SIGCONT);
+            Some(Terminal { ours })
         }
-        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    impl Drop for Terminal {
+        fn drop(&mut self) {
+            // SAFETY: integers only; SIGTTOU is ignored (above).
+            unsafe {
+                libc::tcsetpgrp(0, self.ours);
+            }
+        }
     }
 }

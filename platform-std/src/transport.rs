@@ -1022,47 +1022,13 @@ mod tests {
     use std::net::TcpListener;
     use std::sync::mpsc;
 
-    /// Sends nothing and panics when its deadline passes.
-    struct Panics {
-        deadline: Instant,
+    /// Sends nothing. With a deadline: never done, and panics when the
+    /// deadline passes. Without: done at once.
+    struct Scripted {
+        panic_at: Option<Instant>,
     }
 
-    impl Operation for Panics {
-        type Output = ();
-        fn poll_transmit(
-            &mut self,
-            _: Instant,
-            _: &mut [u8],
-        ) -> Result<Option<Transmit>, EncodeError> {
-            Ok(None)
-        }
-        fn handle_reply(
-            &mut self,
-            _: Instant,
-            _: ServerId,
-            _: Reply<'_>,
-        ) -> Result<(), Unsolicited> {
-            Ok(())
-        }
-        fn handle_connection_error(&mut self, _: Instant, _: ServerId) {}
-        fn handle_timeout(&mut self, _: Instant) {
-            panic!("a broken operation");
-        }
-        fn poll_timeout(&self) -> Option<Instant> {
-            Some(self.deadline)
-        }
-        fn poll_outcome(&mut self) -> Option<()> {
-            None
-        }
-        fn is_finished(&self) -> bool {
-            false
-        }
-    }
-
-    /// Done at once.
-    struct Done;
-
-    impl Operation for Done {
+    impl Operation for Scripted {
         type Output = u8;
         fn poll_transmit(
             &mut self,
@@ -1080,15 +1046,17 @@ mod tests {
             Ok(())
         }
         fn handle_connection_error(&mut self, _: Instant, _: ServerId) {}
-        fn handle_timeout(&mut self, _: Instant) {}
+        fn handle_timeout(&mut self, _: Instant) {
+            assert!(self.panic_at.is_none(), "a broken operation");
+        }
         fn poll_timeout(&self) -> Option<Instant> {
-            None
+            self.panic_at
         }
         fn poll_outcome(&mut self) -> Option<u8> {
-            Some(7)
+            self.panic_at.is_none().then_some(7)
         }
         fn is_finished(&self) -> bool {
-            true
+            self.panic_at.is_none()
         }
     }
 
@@ -1110,7 +1078,12 @@ mod tests {
                 let deadline = t
                     .now()
                     .saturating_add(redlock_core::Duration::from_millis(5));
-                t.run(&mut Panics { deadline }, |_, _, _| {});
+                t.run(
+                    &mut Scripted {
+                        panic_at: Some(deadline),
+                    },
+                    |_, _, _| {},
+                );
             })
             .join();
             let _ = tx.send(joined.is_err());
@@ -1121,7 +1094,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let t = transport.clone();
         std::thread::spawn(move || {
-            let _ = tx.send(t.run(&mut Done, |_, _, _| {}));
+            let _ = tx.send(t.run(&mut Scripted { panic_at: None }, |_, _, _| {}));
         });
         assert_eq!(rx.recv_timeout(StdDuration::from_secs(10)), Ok(7));
         assert_eq!(transport.lock().free.len(), MAX_SLOTS);

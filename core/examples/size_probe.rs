@@ -82,7 +82,7 @@ pub extern "C" fn _start() -> ! {
             black_box(lock_round(&config, &servers, &lock, now));
         }
     }
-    let mut inspect = Inspect::new(&servers, b"resource", ttl, now);
+    let mut inspect = Inspect::new(&servers, b"resource", ttl);
     black_box(drive(&mut inspect, n, reply, now));
     loop {}
 }
@@ -97,7 +97,7 @@ fn lock_round(config: &Config, servers: &Servers, lock: &Lock, now: Instant) -> 
         Some(Ok(l)) => l,
         _ => *lock,
     };
-    let mut release = Release::for_lock(config, servers, b"resource", &lock, now);
+    let mut release = Release::for_lock(config, servers, b"resource", &lock);
     drive(&mut release, servers.len(), black_box(b":1\r\n"), now).map_or(0, |r| r.deleted())
 }
 

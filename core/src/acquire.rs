@@ -163,7 +163,7 @@ impl<'r> Acquire<'r> {
         } else {
             Request::Set
         };
-        self.engine.start_round(now, request);
+        self.engine.start_round(request);
     }
 
     /// splitmix64 over a seed drawn from the caller's RNG.
@@ -231,7 +231,7 @@ impl<'r> Acquire<'r> {
                         .unwrap_or(0)
                         .saturating_add(1);
                     self.phase = Phase::Fencing(t);
-                    self.engine.start_round(now, Request::FenceWrite(t));
+                    self.engine.start_round(Request::FenceWrite(t));
                     return;
                 }
             }
@@ -286,7 +286,7 @@ impl<'r> Acquire<'r> {
         // A5: release on all servers, including those that seemed to fail.
         // As EVAL: a NOSCRIPT answer could not be retried once the next
         // attempt has started.
-        self.engine.start_round_eval(now, Request::Release);
+        self.engine.start_round_eval(Request::Release);
         // A6: wait longer than an attempt takes (at least one request
         // timeout, even when every connection failed at once), plus jitter.
         let attempt = elapsed.max(self.engine.timeout());
@@ -350,7 +350,7 @@ impl Operation for Acquire<'_> {
 
     fn poll_transmit(
         &mut self,
-        _now: Instant,
+        now: Instant,
         buf: &mut [u8],
     ) -> Result<Option<Transmit>, EncodeError> {
         let subject = Subject {
@@ -360,7 +360,7 @@ impl Operation for Acquire<'_> {
             #[cfg(feature = "mutants")]
             bare_del_release: self.config.mutants.bare_del_release,
         };
-        self.engine.poll_transmit(&subject, buf)
+        self.engine.poll_transmit(now, &subject, buf)
     }
 
     fn handle_reply(
@@ -369,7 +369,7 @@ impl Operation for Acquire<'_> {
         server: ServerId,
         reply: Reply<'_>,
     ) -> Result<(), Unsolicited> {
-        if let Disposition::Current(reply) = self.engine.handle_reply(now, server, reply)? {
+        if let Disposition::Current(reply) = self.engine.handle_reply(server, reply)? {
             let (outcome, value) = self.classify_reply(server, &reply, now);
             self.engine.settle(server, outcome, value);
             self.decide(now);

@@ -67,7 +67,7 @@ impl<'r> Extend<'r> {
             return Err(ArgumentError::Expired);
         }
         let mut engine = Engine::new(servers.len(), config.request_timeout_for(ttl));
-        engine.start_round(now, Request::Extend(ttl.as_millis()));
+        engine.start_round(Request::Extend(ttl.as_millis()));
         Ok(Extend {
             config: *config,
             resource,
@@ -124,7 +124,7 @@ impl Operation for Extend<'_> {
 
     fn poll_transmit(
         &mut self,
-        _now: Instant,
+        now: Instant,
         buf: &mut [u8],
     ) -> Result<Option<Transmit>, EncodeError> {
         if self.outcome.is_some() {
@@ -137,7 +137,7 @@ impl Operation for Extend<'_> {
             #[cfg(feature = "mutants")]
             bare_del_release: false,
         };
-        self.engine.poll_transmit(&subject, buf)
+        self.engine.poll_transmit(now, &subject, buf)
     }
 
     fn handle_reply(
@@ -146,7 +146,7 @@ impl Operation for Extend<'_> {
         server: ServerId,
         reply: Reply<'_>,
     ) -> Result<(), Unsolicited> {
-        if let Disposition::Current(reply) = self.engine.handle_reply(now, server, reply)? {
+        if let Disposition::Current(reply) = self.engine.handle_reply(server, reply)? {
             let outcome = outcome_of_flag(&reply);
             self.engine.settle(server, outcome, 0);
             self.decide(now);

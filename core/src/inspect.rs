@@ -84,14 +84,9 @@ pub struct Inspect<'r> {
 
 impl<'r> Inspect<'r> {
     /// Starts inspecting `resource`; each server gets `timeout` to answer.
-    pub fn new(
-        servers: &Servers,
-        resource: &'r [u8],
-        timeout: Duration,
-        now: Instant,
-    ) -> Inspect<'r> {
+    pub fn new(servers: &Servers, resource: &'r [u8], timeout: Duration) -> Inspect<'r> {
         let mut engine = Engine::new(servers.len(), timeout);
-        engine.start_round(now, Request::Inspect);
+        engine.start_round(Request::Inspect);
         Inspect {
             resource,
             engine,
@@ -118,7 +113,7 @@ impl Operation for Inspect<'_> {
 
     fn poll_transmit(
         &mut self,
-        _now: Instant,
+        now: Instant,
         buf: &mut [u8],
     ) -> Result<Option<Transmit>, EncodeError> {
         let subject = Subject {
@@ -128,16 +123,16 @@ impl Operation for Inspect<'_> {
             #[cfg(feature = "mutants")]
             bare_del_release: false,
         };
-        self.engine.poll_transmit(&subject, buf)
+        self.engine.poll_transmit(now, &subject, buf)
     }
 
     fn handle_reply(
         &mut self,
-        now: Instant,
+        _now: Instant,
         server: ServerId,
         reply: Reply<'_>,
     ) -> Result<(), Unsolicited> {
-        if let Disposition::Current(reply) = self.engine.handle_reply(now, server, reply)? {
+        if let Disposition::Current(reply) = self.engine.handle_reply(server, reply)? {
             let mut outcome = outcome_of_other(&reply);
             if let (Some(agg), Some(entry)) =
                 (reply.as_aggregate(), self.entries.get_mut(server.index()))

@@ -23,6 +23,12 @@ use crate::time::Instant;
 ///
 /// The operation never reads a clock or touches a socket: `now` is a
 /// parameter, and output goes into the caller's buffer.
+///
+/// A request's timeout runs from when `poll_transmit` hands it out, not from
+/// when the operation was made: a platform that gets to send late (a thread
+/// descheduled, a lock contended) still sends every request, and a request
+/// is never timed out unsent. What is not sent yet has no deadline, so a
+/// platform must drain `poll_transmit` before it waits.
 pub trait Operation {
     /// What the operation ends with.
     type Output;

@@ -32,6 +32,13 @@ impl Released {
         self.report.count(ServerOutcome::Ok)
     }
 
+    /// How many servers answered (deleted our key, or had none of ours):
+    /// past these, the key of ours is gone for sure.
+    pub fn confirmed(&self) -> usize {
+        self.deleted()
+            .saturating_add(self.report.count(ServerOutcome::NotHeld))
+    }
+
     /// True when every server answered (deleted, or had no key of ours).
     pub fn complete(&self) -> bool {
         self.report
@@ -64,11 +71,10 @@ impl<'r> Release<'r> {
         resource: &'r [u8],
         token: &[u8],
         timeout: Duration,
-        now: Instant,
     ) -> Result<Release<'r>, ArgumentError> {
         let token = Vec::from_slice(token).map_err(|_| ArgumentError::Token)?;
         let mut engine = Engine::new(servers.len(), timeout);
-        engine.start_round(now, Request::Release);
+        engine.start_round(Request::Release);
         Ok(Release {
             config: *config,
             resource,
@@ -84,10 +90,9 @@ impl<'r> Release<'r> {
         servers: &Servers,
         resource: &'r [u8],
         lock: &Lock,
-        now: Instant,
     ) -> Release<'r> {
         let mut engine = Engine::new(servers.len(), config.request_timeout_for(lock.ttl()));
-        engine.start_round(now, Request::Release);
+        engine.start_round(Request::Release);
         let token = Vec::from_slice(lock.token().as_bytes()).unwrap_or_default();
         Release {
             config: *config,
@@ -104,7 +109,7 @@ impl Operation for Release<'_> {
 
     fn poll_transmit(
         &mut self,
-        _now: Instant,
+        now: Instant,
         buf: &mut [u8],
     ) -> Result<Option<Transmit>, EncodeError> {
         let subject = Subject {
@@ -114,16 +119,16 @@ impl Operation for Release<'_> {
             #[cfg(feature = "mutants")]
             bare_del_release: self.config.mutants.bare_del_release,
         };
-        self.engine.poll_transmit(&subject, buf)
+        self.engine.poll_transmit(now, &subject, buf)
     }
 
     fn handle_reply(
         &mut self,
-        now: Instant,
+        _now: Instant,
         server: ServerId,
         reply: Reply<'_>,
     ) -> Result<(), Unsolicited> {
-        if let Disposition::Current(reply) = self.engine.handle_reply(now, server, reply)? {
+        if let Disposition::Current(reply) = self.engine.handle_reply(server, reply)? {
             let outcome = outcome_of_flag(&reply);
             self.engine.settle(server, outcome, 0);
         }

@@ -190,30 +190,29 @@ impl Engine {
     }
 
     /// A2: a new round: every server gets `request` and a deadline.
-    pub(crate) fn start_round(&mut self, now: Instant, request: Request) {
+    pub(crate) fn start_round(&mut self, request: Request) {
         self.force_eval = false;
-        self.begin(now, request);
+        self.begin(request);
     }
 
     /// A new round sent as `EVAL` (no `NOSCRIPT` round trip), whose requests
     /// may use the in-flight room kept for releases (A5 must not be skipped).
-    pub(crate) fn start_round_eval(&mut self, now: Instant, request: Request) {
+    pub(crate) fn start_round_eval(&mut self, request: Request) {
         self.force_eval = true;
-        self.begin(now, request);
+        self.begin(request);
     }
 
     pub(crate) fn timeout(&self) -> Duration {
         self.timeout
     }
 
-    fn begin(&mut self, now: Instant, request: Request) {
+    /// Each request's deadline starts when it is sent (`poll_transmit`).
+    fn begin(&mut self, request: Request) {
         self.round = self.round.wrapping_add(1);
         self.request = request;
-        let deadline = now.saturating_add(self.timeout);
         for slot in self.slots_mut() {
             slot.send = true;
             slot.outcome = ServerOutcome::Pending;
-            slot.deadline = deadline;
             slot.value = 0;
         }
     }
@@ -227,12 +226,19 @@ impl Engine {
         self.slots().iter().any(|s| s.send)
     }
 
+    /// The next request to send. A request's deadline runs from when it is
+    /// handed out here, not from when its round began: a caller that gets
+    /// to send late (a descheduled thread, a busy lock) still sends it and
+    /// gives the server its whole timeout. (The validity of an acquisition
+    /// is still measured from the start of the attempt, A1/A4.)
     pub(crate) fn poll_transmit(
         &mut self,
+        now: Instant,
         subject: &Subject<'_>,
         buf: &mut [u8],
     ) -> Result<Option<Transmit>, EncodeError> {
-        let (round, request, force) = (self.round, self.request, self.force_eval);
+        let (round, request, force, timeout) =
+            (self.round, self.request, self.force_eval, self.timeout);
         for (i, slot) in self.slots_mut().iter_mut().enumerate() {
             if !slot.send {
                 continue;
@@ -249,6 +255,7 @@ impl Engine {
             }
             let len = encode(request, slot.eval || force, subject, buf)?;
             slot.send = false;
+            slot.deadline = now.saturating_add(timeout);
             // Cannot fail: checked for room above.
             let _ = slot.in_flight.push_back(round);
             return Ok(Some(Transmit {
@@ -261,14 +268,13 @@ impl Engine {
 
     pub(crate) fn handle_reply<'a>(
         &mut self,
-        now: Instant,
         server: ServerId,
         reply: Reply<'a>,
     ) -> Result<Disposition<'a>, Unsolicited> {
         if reply.is_push() {
             return Ok(Disposition::Ignored);
         }
-        let (round, request, timeout) = (self.round, self.request, self.timeout);
+        let (round, request) = (self.round, self.request);
         let slot = self
             .slots_mut()
             .get_mut(server.index())
@@ -282,7 +288,6 @@ impl Engine {
                 // Scripts: EVALSHA first, EVAL on NOSCRIPT.
                 slot.eval = true;
                 slot.send = true;
-                slot.deadline = now.saturating_add(timeout);
                 return Ok(Disposition::Ignored);
             }
         }
@@ -307,20 +312,23 @@ impl Engine {
         }
     }
 
+    /// Requests past their deadline time out. A request not sent yet has
+    /// no deadline running: it is never dropped unsent (a release skipped
+    /// that way would leave the key until it expires).
     pub(crate) fn handle_timeout(&mut self, now: Instant) {
         for slot in self.slots_mut() {
-            if slot.outcome == ServerOutcome::Pending && now >= slot.deadline {
+            if slot.outcome == ServerOutcome::Pending && !slot.send && now >= slot.deadline {
                 slot.outcome = ServerOutcome::TimedOut;
                 slot.send = false;
             }
         }
     }
 
-    /// The earliest deadline of a server still awaited.
+    /// The earliest deadline of a request sent and still awaited.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         self.slots()
             .iter()
-            .filter(|s| s.outcome == ServerOutcome::Pending)
+            .filter(|s| s.outcome == ServerOutcome::Pending && !s.send)
             .map(|s| s.deadline)
             .min()
     }

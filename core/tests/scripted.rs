@@ -618,9 +618,8 @@ fn a_late_vote_from_an_earlier_attempt_is_not_counted() {
 #[test]
 fn noscript_falls_back_to_eval_transparently() {
     let servers = Servers::new(2).unwrap();
-    let mut d = Drive::new(
-        Release::new(&Config::DEFAULT, &servers, b"res", b"tok", dur(50), ms(0)).unwrap(),
-    );
+    let mut d =
+        Drive::new(Release::new(&Config::DEFAULT, &servers, b"res", b"tok", dur(50)).unwrap());
     let sent = d.sent(ms(0));
     assert!(sent.iter().all(|s| s.name() == b"EVALSHA"));
     assert_eq!(sent[0].args[1], RELEASE.sha1.as_bytes());
@@ -652,9 +651,8 @@ fn noscript_falls_back_to_eval_transparently() {
     assert_eq!(released.deleted(), 2);
     assert!(released.complete());
     // A second NOSCRIPT (after EVAL) is an error, not a loop.
-    let mut d = Drive::new(
-        Release::new(&Config::DEFAULT, &servers, b"res", b"tok", dur(50), ms(0)).unwrap(),
-    );
+    let mut d =
+        Drive::new(Release::new(&Config::DEFAULT, &servers, b"res", b"tok", dur(50)).unwrap());
     d.sent(ms(0));
     d.reply(ms(1), 0, b"-NOSCRIPT x\r\n").unwrap();
     d.sent(ms(1));
@@ -673,9 +671,8 @@ fn noscript_falls_back_to_eval_transparently() {
 #[test]
 fn release_is_idempotent_and_waits_for_every_server_or_its_timeout() {
     let servers = Servers::new(3).unwrap();
-    let mut d = Drive::new(
-        Release::new(&Config::DEFAULT, &servers, b"res", b"tok", dur(20), ms(0)).unwrap(),
-    );
+    let mut d =
+        Drive::new(Release::new(&Config::DEFAULT, &servers, b"res", b"tok", dur(20)).unwrap());
     assert_eq!(d.sent(ms(0)).len(), 3);
     d.reply(ms(1), 0, b":0\r\n").unwrap();
     d.reply(ms(1), 1, b":0\r\n").unwrap();
@@ -949,7 +946,7 @@ fn the_restart_guard_refuses_votes_from_a_recently_restarted_server() {
 #[test]
 fn inspect_reads_holder_and_pttl_per_server() {
     let servers = Servers::new(4).unwrap();
-    let mut d = Drive::new(Inspect::new(&servers, b"res", dur(20), ms(0)));
+    let mut d = Drive::new(Inspect::new(&servers, b"res", dur(20)));
     let sent = d.sent(ms(0));
     assert!(
         sent.iter()
@@ -982,12 +979,7 @@ fn inspect_reads_holder_and_pttl_per_server() {
     assert_eq!(e[3].outcome, ServerOutcome::TimedOut);
     assert_eq!(inspection.majority_holder(), None);
     // A long foreign value is cut, with its full length kept.
-    let mut d = Drive::new(Inspect::new(
-        &Servers::new(1).unwrap(),
-        b"res",
-        dur(20),
-        ms(0),
-    ));
+    let mut d = Drive::new(Inspect::new(&Servers::new(1).unwrap(), b"res", dur(20)));
     d.sent(ms(0));
     let mut reply = b"*2\r\n$100\r\n".to_vec();
     reply.extend_from_slice(&[b'x'; 100]);
@@ -1153,29 +1145,14 @@ fn a_vote_without_a_counter_counts_once_a_majority_of_the_others_had_one() {
 fn release_takes_any_token_up_to_64_bytes() {
     let servers = Servers::new(1).unwrap();
     let long = [b'x'; 64];
-    let mut d =
-        Drive::new(Release::new(&Config::DEFAULT, &servers, b"r", &long, dur(20), ms(0)).unwrap());
+    let mut d = Drive::new(Release::new(&Config::DEFAULT, &servers, b"r", &long, dur(20)).unwrap());
     assert_eq!(d.sent(ms(0))[0].args[4], long);
     assert_eq!(
-        Release::new(
-            &Config::DEFAULT,
-            &servers,
-            b"r",
-            &[b'x'; 65],
-            dur(20),
-            ms(0)
-        )
-        .err(),
+        Release::new(&Config::DEFAULT, &servers, b"r", &[b'x'; 65], dur(20),).err(),
         Some(ArgumentError::Token)
     );
     let (lock, servers) = held_lock(2, 1_000);
-    let mut d = Drive::new(Release::for_lock(
-        &Config::DEFAULT,
-        &servers,
-        b"res",
-        &lock,
-        ms(1),
-    ));
+    let mut d = Drive::new(Release::for_lock(&Config::DEFAULT, &servers, b"res", &lock));
     let sent = d.sent(ms(1));
     assert!(
         sent.iter()
@@ -1345,4 +1322,83 @@ fn an_extension_that_outlasts_the_current_validity_is_expired_at_its_end() {
     assert_eq!(d.op.poll_timeout(), Some(lock.valid_until()));
     d.op.handle_timeout(lock.valid_until());
     assert_eq!(d.outcome().unwrap().unwrap_err().kind, FailureKind::Expired);
+}
+
+#[test]
+fn a_request_sent_late_is_still_sent_and_timed_from_its_sending() {
+    // A release made at t=0 whose platform gets to send only at t=500 ms
+    // (a descheduled thread, a busy lock): a check of the deadlines first
+    // must not drop it unsent, or the key would stay until it expires.
+    let servers = Servers::new(3).unwrap();
+    let mut d =
+        Drive::new(Release::new(&Config::DEFAULT, &servers, b"res", b"tok", dur(20)).unwrap());
+    assert_eq!(d.op.poll_timeout(), None, "no clock runs before sending");
+    d.op.handle_timeout(ms(500));
+    assert!(d.outcome().is_none());
+    let sent = d.sent(ms(500));
+    assert_eq!(sent.len(), 3, "every release still goes out");
+    // Each server gets its whole timeout from the sending.
+    assert_eq!(d.op.poll_timeout(), Some(ms(520)));
+    d.op.handle_timeout(ms(519));
+    assert!(d.outcome().is_none());
+    for s in 0..3 {
+        d.reply(ms(519), s, b":1\r\n").unwrap();
+    }
+    assert_eq!(d.outcome().unwrap().deleted(), 3);
+
+    // The same for an acquisition: late votes count, but the validity is
+    // still measured from the start of the attempt (A1, A4).
+    let mut d = acquire(&no_retry(), 3, 1_000, ms(0));
+    d.op.handle_timeout(ms(300));
+    assert!(d.outcome().is_none());
+    assert_eq!(d.sent(ms(300)).len(), 3);
+    for s in 0..3 {
+        d.reply(ms(301), s, b"+OK\r\n").unwrap();
+    }
+    let lock = d.outcome().unwrap().unwrap();
+    // 1000 - 301 - (10 + 2) ms.
+    assert_eq!(lock.validity(), dur(687));
+}
+
+#[test]
+fn the_releases_of_a_failed_attempt_go_out_however_late_the_platform_sends() {
+    let config = Config {
+        retry: Retry {
+            retries: 1,
+            jitter: dur(0),
+        },
+        ..Config::DEFAULT
+    };
+    let mut d = acquire(&config, 3, 10_000, ms(0));
+    d.sent(ms(0));
+    for s in 0..3 {
+        d.reply(ms(1), s, b"$-1\r\n").unwrap();
+    }
+    // A5 releases are due; the platform checks the deadlines long after,
+    // before sending them: they are neither dropped nor skipped by the
+    // next attempt.
+    d.op.handle_timeout(ms(5_000));
+    let releases = d.sent(ms(5_000));
+    assert_eq!(releases.len(), 3);
+    assert!(releases.iter().all(|s| s.script() == "release"));
+    for s in 0..3 {
+        d.reply(ms(5_001), s, b":0\r\n").unwrap();
+    }
+    d.op.handle_timeout(ms(5_001));
+    let retry = d.sent(ms(5_001));
+    assert_eq!(
+        retry.len(),
+        3,
+        "the retry starts once the releases went out"
+    );
+    assert!(retry.iter().all(|s| s.name() == b"SET"));
+    // The last attempt fails too: its releases go out before it finishes.
+    for s in 0..3 {
+        d.reply(ms(5_002), s, b"$-1\r\n").unwrap();
+    }
+    assert!(d.outcome().unwrap().is_err());
+    assert!(!d.op.is_finished(), "not finished with releases unsent");
+    d.op.handle_timeout(ms(60_000));
+    assert_eq!(d.sent(ms(60_000)).len(), 3);
+    assert!(d.op.is_finished());
 }

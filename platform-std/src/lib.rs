@@ -465,33 +465,47 @@ impl Client {
         }
     }
 
-    /// Releases `lock` on every server (idempotent: an expired lock is fine).
+    /// Releases `lock` on every server (A7; idempotent: an expired lock is
+    /// fine).
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when fewer than a majority of the servers
+    /// answered: the key may then stay on the others until its ttl runs out,
+    /// and nobody else can take the lock before. The report tells which.
     pub fn unlock(&self, lock: &Lock) -> Result<Released, Error> {
         let transport = &self.shared.transport;
         let servers = &self.shared.servers;
-        let now = transport.now();
         let mut op = Release::for_lock(
             &self.shared.config,
             servers,
             lock.resource.as_bytes(),
             &lock.inner,
-            now,
         );
-        Ok(transport.run(&mut op, |_, _, _| {}))
+        self.confirmed(transport.run(&mut op, |_, _, _| {}))
     }
 
-    /// Releases `resource` held with `token` (a lock taken by another process).
+    /// Releases `resource` held with `token` (a lock taken by another
+    /// process). Errors as [`unlock`](Client::unlock).
     pub fn unlock_token(&self, resource: &[u8], token: &[u8]) -> Result<Released, Error> {
         let transport = &self.shared.transport;
         let servers = &self.shared.servers;
-        let now = transport.now();
         let timeout = self
             .shared
             .config
             .request_timeout_for(core_duration(self.shared.ttl));
-        let mut op = Release::new(&self.shared.config, servers, resource, token, timeout, now)
+        let mut op = Release::new(&self.shared.config, servers, resource, token, timeout)
             .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        Ok(transport.run(&mut op, |_, _, _| {}))
+        self.confirmed(transport.run(&mut op, |_, _, _| {}))
+    }
+
+    /// A release counts once a majority confirmed it.
+    fn confirmed(&self, released: Released) -> Result<Released, Error> {
+        let quorum = self.shared.config.quorum(released.report.len());
+        if released.confirmed() >= quorum {
+            Ok(released)
+        } else {
+            Err(Error::Unavailable(released.report))
+        }
     }
 
     /// Extends `lock` to a fresh `ttl`. On failure the lock keeps its old validity.
@@ -521,12 +535,11 @@ impl Client {
     pub fn inspect(&self, resource: &[u8]) -> Result<Inspection, Error> {
         let transport = &self.shared.transport;
         let servers = &self.shared.servers;
-        let now = transport.now();
         let timeout = self
             .shared
             .config
             .request_timeout_for(core_duration(self.shared.ttl));
-        let mut op = Inspect::new(servers, resource, timeout, now);
+        let mut op = Inspect::new(servers, resource, timeout);
         Ok(transport.run(&mut op, |_, _, _| {}))
     }
 

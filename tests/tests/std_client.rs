@@ -315,3 +315,30 @@ fn a_stopped_server_costs_one_request_timeout() {
     assert_eq!(lock.report().count(ServerOutcome::Ok), 2);
     c.unlock(&lock).unwrap();
 }
+
+#[test]
+fn an_unlock_that_a_majority_did_not_confirm_is_an_error() {
+    let mut s = servers(5);
+    let c = client(&s);
+    let lock = c.lock(b"unconfirmed", Duration::from_secs(10)).unwrap();
+    // A minority gone: the release still counts.
+    s[0].kill().unwrap();
+    let released = c.unlock(&lock).unwrap();
+    assert_eq!(released.deleted(), 4);
+    let lock = c.lock(b"unconfirmed", Duration::from_secs(10)).unwrap();
+    // A majority gone: the key may stay on them until it expires, and the
+    // caller is told, with every server's answer.
+    s[1].kill().unwrap();
+    s[2].kill().unwrap();
+    match c.unlock(&lock) {
+        Err(Error::Unavailable(report)) => {
+            assert_eq!(report.count(ServerOutcome::Ok), 2, "{report:?}");
+            assert_eq!(report.iter().filter(|(_, o)| o.answered()).count(), 2);
+        }
+        other => panic!("{other:?}"),
+    }
+    // The two servers that answered did delete the key.
+    for server in &s[3..] {
+        assert_eq!(holder(server, b"unconfirmed"), Value::Nil);
+    }
+}

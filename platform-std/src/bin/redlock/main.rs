@@ -330,21 +330,6 @@ fn unlock(raw: &[String]) -> Result<u8, Failure> {
     let released = client
         .unlock_token(resource.as_bytes(), token.as_bytes())
         .map_err(|e| failure(&format!("cannot release {resource:?}"), &e, &urls))?;
-    let answered = released
-        .report
-        .outcomes()
-        .iter()
-        .filter(|o| o.answered())
-        .count();
-    if answered <= servers.len() / 2 {
-        return Err(Failure::new(
-            EX_UNAVAILABLE,
-            format!(
-                "cannot release {resource:?}: too few servers answered ({})",
-                per_server(&released.report, &urls)
-            ),
-        ));
-    }
     say!(
         "released {resource:?}: deleted on {} of {} servers",
         released.deleted(),

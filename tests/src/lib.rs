@@ -25,6 +25,52 @@ pub mod sim;
 /// How long a server may take to start answering.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a test binary that starts servers may run before the harness
+/// stops it (`REDLOCK_TEST_LIMIT_SECS` overrides): a hung test then fails
+/// loudly in minutes, with its servers killed, instead of holding CI until
+/// its own time limit.
+const TEST_BINARY_LIMIT: Duration = Duration::from_secs(600);
+
+/// Pids of the servers this process started and has not stopped yet.
+static LIVE_SERVERS: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+fn live_servers() -> std::sync::MutexGuard<'static, Vec<u32>> {
+    LIVE_SERVERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Starts, once per process, the thread that ends a hung test binary.
+fn arm_time_limit() {
+    static ARMED: std::sync::Once = std::sync::Once::new();
+    ARMED.call_once(|| {
+        let limit = std::env::var("REDLOCK_TEST_LIMIT_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .map_or(TEST_BINARY_LIMIT, Duration::from_secs);
+        let spawned = std::thread::Builder::new()
+            .name("test-time-limit".into())
+            .spawn(move || {
+                std::thread::sleep(limit);
+                eprintln!(
+                    "redlock-tests: this test binary ran past its {} s limit (a hung test?): \
+                     killing its servers and exiting",
+                    limit.as_secs()
+                );
+                for pid in live_servers().iter() {
+                    let _ = Command::new("kill")
+                        .arg("-KILL")
+                        .arg(pid.to_string())
+                        .status();
+                }
+                std::process::exit(101);
+            });
+        if let Err(e) = spawned {
+            eprintln!("redlock-tests: no time limit for this binary: {e}");
+        }
+    });
+}
+
 /// A `redis-server` child process on 127.0.0.1, stopped when dropped.
 #[derive(Debug)]
 pub struct RedisServer {
@@ -65,6 +111,7 @@ impl RedisServer {
             port
         ));
         std::fs::create_dir_all(&dir)?;
+        arm_time_limit();
         let child = RedisServer::command(port, &dir, extra)?;
         let extra = extra.iter().map(|s| s.to_string()).collect();
         let mut server = RedisServer {
@@ -78,7 +125,7 @@ impl RedisServer {
     }
 
     fn command(port: u16, dir: &std::path::Path, extra: &[&str]) -> io::Result<Child> {
-        Command::new("redis-server")
+        let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
             .arg("--dir")
@@ -93,13 +140,21 @@ impl RedisServer {
                     e.kind(),
                     format!("cannot run redis-server (is it installed?): {e}"),
                 )
-            })
+            })?;
+        live_servers().push(child.id());
+        Ok(child)
+    }
+
+    fn forget_pid(&self) {
+        let pid = self.child.id();
+        live_servers().retain(|&p| p != pid);
     }
 
     /// Kills the server with SIGKILL (no shutdown save) and waits for it.
     pub fn kill(&mut self) -> io::Result<()> {
         self.child.kill()?;
         self.child.wait()?;
+        self.forget_pid();
         Ok(())
     }
 
@@ -179,6 +234,7 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.forget_pid();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -1169,7 +1169,7 @@ impl Sim {
                     self.uses.push((c, granted_real, self.now));
                     self.clients[c].op_serial += 1;
                     let servers = self.clients[c].servers;
-                    let op = Release::for_lock(&self.sc.config, &servers, RESOURCE, &lock, now);
+                    let op = Release::for_lock(&self.sc.config, &servers, RESOURCE, &lock);
                     self.clients[c].state = State::Releasing(op);
                     return self.step(c);
                 }

@@ -10,7 +10,6 @@ use core::alloc::{GlobalAlloc, Layout};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use core::time::Duration;
 use std::alloc::System;
-use std::sync::Barrier;
 
 use redlock_std::Client;
 use redlock_tests::RedisServer;
@@ -73,29 +72,45 @@ fn lock_and_unlock_allocate_nothing_once_connected() {
 
     // Four threads sharing the client: their requests are pipelined, replies
     // handed between threads through per-operation mailboxes, and still
-    // nothing is allocated per cycle.
-    let barrier = Barrier::new(5);
+    // nothing is allocated per cycle. The threads and the counting window
+    // meet through atomics, not a barrier: a thread that fails (its panic
+    // is re-raised below) must not leave the others waiting forever.
+    let ready = AtomicUsize::new(0);
+    let go = AtomicBool::new(false);
     std::thread::scope(|scope| {
-        for t in 0..4u8 {
-            let (client, barrier) = (&client, &barrier);
-            scope.spawn(move || {
-                let name = [b'r', b'0' + t];
-                for _ in 0..50 {
-                    client.unlock(&client.lock(&name, ttl).unwrap()).unwrap();
-                }
-                barrier.wait();
-                barrier.wait();
-                for _ in 0..250 {
-                    client.unlock(&client.lock(&name, ttl).unwrap()).unwrap();
-                }
-                barrier.wait();
-            });
+        let workers: Vec<_> = (0..4u8)
+            .map(|t| {
+                let (client, ready, go) = (&client, &ready, &go);
+                scope.spawn(move || {
+                    let name = [b'r', b'0' + t];
+                    for _ in 0..50 {
+                        client.unlock(&client.lock(&name, ttl).unwrap()).unwrap();
+                    }
+                    ready.fetch_add(1, Ordering::SeqCst);
+                    while !go.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    for _ in 0..250 {
+                        client.unlock(&client.lock(&name, ttl).unwrap()).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let settled = |n| ready.load(Ordering::SeqCst) + n >= 4;
+        while !settled(workers.iter().filter(|w| w.is_finished()).count()) {
+            std::thread::sleep(Duration::from_millis(1));
         }
-        barrier.wait();
         COUNTING.store(true, Ordering::SeqCst);
-        barrier.wait();
-        barrier.wait();
+        go.store(true, Ordering::SeqCst);
+        while !workers.iter().all(|w| w.is_finished()) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         COUNTING.store(false, Ordering::SeqCst);
+        for w in workers {
+            if let Err(panic) = w.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
     });
     assert_eq!(
         ALLOCS.load(Ordering::SeqCst),

@@ -114,6 +114,12 @@ fn deep_nesting(c: &mut TcpStream, _: &[u8], _: &AtomicBool) {
     let _ = c.write_all(&b"*1\r\n".repeat(100_000));
 }
 
+/// The ttl of the locks here, and a bound far below it for "fast": a bad
+/// server costs a request timeout (100 ms), never the ttl. The bound leaves
+/// room for a loaded 2-core machine.
+const TTL: Duration = Duration::from_secs(30);
+const FAST: Duration = Duration::from_secs(3);
+
 #[test]
 fn every_bad_server_fails_alone_and_fast() {
     let real: Vec<RedisServer> = (0..4).map(|_| RedisServer::start().unwrap()).collect();
@@ -138,13 +144,10 @@ fn every_bad_server_fails_alone_and_fast() {
         for round in 0..3 {
             let started = Instant::now();
             let lock = c
-                .lock(b"res", Duration::from_secs(5))
+                .lock(b"res", TTL)
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             let took = started.elapsed();
-            assert!(
-                took < Duration::from_millis(600),
-                "{name} round {round}: {took:?}"
-            );
+            assert!(took < FAST, "{name} round {round}: {took:?}");
             let outcome = lock.report().get(redlock_std::ServerId(2)).unwrap();
             assert!(
                 matches!(
@@ -171,8 +174,8 @@ fn every_bad_server_fails_alone_and_fast() {
             .build()
             .unwrap();
         let started = Instant::now();
-        let err = c.lock(b"res2", Duration::from_secs(5)).unwrap_err();
-        assert!(started.elapsed() < Duration::from_millis(600), "{name}");
+        let err = c.lock(b"res2", TTL).unwrap_err();
+        assert!(started.elapsed() < FAST, "{name}");
         assert!(
             matches!(err, redlock_std::Error::Unavailable(_)),
             "{name}: {err}"
@@ -197,15 +200,17 @@ fn an_unsolicited_reply_closes_the_connection() {
         .request_timeout(Duration::from_millis(100))
         .build()
         .unwrap();
-    for round in 1..=3 {
+    // The surplus reply is seen when the client next reads that socket,
+    // which may be a call later (an operation decided by the two real
+    // servers does not wait for the fake): within a few rounds the client
+    // must have dropped the connection and reconnected, twice, with every
+    // lock still working.
+    let mut rounds = 0;
+    while fake.accepted.load(Ordering::Relaxed) < 3 {
+        rounds += 1;
+        assert!(rounds <= 10, "no reconnect after {rounds} rounds");
         let lock = c.lock(b"res", Duration::from_secs(5)).unwrap();
         c.unlock(&lock).unwrap();
         thread::sleep(Duration::from_millis(30));
-        assert!(
-            fake.accepted.load(Ordering::Relaxed) >= round,
-            "round {round}"
-        );
     }
-    // Each call found its connection closed by the previous extra reply.
-    assert!(fake.accepted.load(Ordering::Relaxed) >= 3);
 }

@@ -10,6 +10,12 @@ use redlock_std::{Client, Error, ServerId, ServerOutcome};
 use redlock_tests::proxy::{Fault, FaultProxy};
 use redlock_tests::{RedisServer, Value};
 
+/// A ttl, and a bound far below it for "fast": a fault costs request
+/// timeouts (tens of ms), never the ttl; the bound leaves room for a loaded
+/// 2-core machine.
+const TTL: Duration = Duration::from_secs(30);
+const FAST: Duration = Duration::from_secs(3);
+
 struct Setup {
     servers: Vec<RedisServer>,
     proxies: Vec<FaultProxy>,
@@ -62,18 +68,25 @@ fn slow_links_reduce_the_validity_by_the_time_they_take() {
     let ttl = Duration::from_secs(5);
     let started = Instant::now();
     let lock = c.lock(b"res", ttl).unwrap();
-    let took = started.elapsed();
+    let returned = Instant::now();
     // The majority needs one delayed server: 40 ms each way.
-    assert!(took >= Duration::from_millis(80), "{took:?}");
+    assert!(returned - started >= Duration::from_millis(80));
+    // A4: the validity ends ttl - drift after the attempt began (between
+    // `started` and the first request), so it is short by the time the
+    // round took: at least the 80 ms of delay. (1 ms: the core clock counts
+    // whole microseconds.)
     let drift = ttl / 100 + Duration::from_millis(2);
-    let validity = lock.remaining();
+    let ends = lock.valid_until();
+    let ms = Duration::from_millis;
     assert!(
-        validity <= ttl - drift - Duration::from_millis(79),
-        "{validity:?}"
+        ends + ms(1) >= started + ttl - drift,
+        "{:?}",
+        ends - started
     );
     assert!(
-        validity >= ttl - drift - took - Duration::from_millis(20),
-        "{validity:?}"
+        ends <= returned + ttl - drift - ms(79),
+        "{:?}",
+        ends - started
     );
     c.unlock(&lock).unwrap();
 }
@@ -90,13 +103,9 @@ fn a_black_hole_costs_one_request_timeout() {
     c.unlock(&lock).unwrap();
     setup.proxies[1].set(Fault::Blackhole);
     let started = Instant::now();
-    let err = c.lock(b"res", Duration::from_secs(5)).unwrap_err();
+    let err = c.lock(b"res", TTL).unwrap_err();
     assert!(matches!(err, Error::Unavailable(_)), "{err}");
-    assert!(
-        started.elapsed() < Duration::from_millis(400),
-        "{:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < FAST, "{:?}", started.elapsed());
 }
 
 #[test]
@@ -169,13 +178,9 @@ fn a_dripping_link_times_out() {
         p.set(Fault::Drip(Duration::from_millis(100)));
     }
     let started = Instant::now();
-    let err = c.lock(b"res", Duration::from_secs(5)).unwrap_err();
+    let err = c.lock(b"res", TTL).unwrap_err();
     assert!(matches!(err, Error::Unavailable(_)), "{err}");
-    assert!(
-        started.elapsed() < Duration::from_millis(500),
-        "{:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < FAST, "{:?}", started.elapsed());
 }
 
 #[test]
@@ -186,7 +191,7 @@ fn two_stopped_servers_of_five() {
         .unwrap();
     setup.servers[3].signal("STOP").unwrap();
     setup.servers[4].signal("STOP").unwrap();
-    let ttl = Duration::from_secs(5);
+    let ttl = TTL;
     let started = Instant::now();
     let result = c.lock(b"res", ttl);
     let took = started.elapsed();
@@ -194,10 +199,11 @@ fn two_stopped_servers_of_five() {
     setup.servers[4].signal("CONT").unwrap();
     let lock = result.unwrap();
     assert_eq!(lock.report().count(ServerOutcome::Ok), 3);
-    assert!(took < Duration::from_millis(300), "{took:?}");
-    assert!(
-        lock.remaining()
-            >= ttl - ttl / 100 - Duration::from_millis(2) - took - Duration::from_millis(5)
-    );
+    // Decided on the three live servers, without waiting for the others.
+    assert!(took < FAST, "{took:?}");
+    // A4: the validity ends ttl - drift after the attempt began, so the
+    // lock lost only the time the round took. (1 ms: whole microseconds.)
+    let drift = ttl / 100 + Duration::from_millis(2);
+    assert!(lock.valid_until() + Duration::from_millis(1) >= started + ttl - drift);
     c.unlock(&lock).unwrap();
 }

@@ -104,7 +104,7 @@ fn every_subset_of_down_servers_for_3_and_5() {
                 .unwrap();
             let resource = format!("subset-{n}-{mask}");
             let started = Instant::now();
-            let result = c.lock(resource.as_bytes(), Duration::from_secs(10));
+            let result = c.lock(resource.as_bytes(), Duration::from_secs(30));
             let took = started.elapsed();
             if up > n / 2 {
                 let lock = result.unwrap_or_else(|e| panic!("n={n} mask={mask:b}: {e}"));
@@ -116,9 +116,10 @@ fn every_subset_of_down_servers_for_3_and_5() {
                     matches!(result, Err(Error::Unavailable(_))),
                     "n={n} mask={mask:b}: {result:?}"
                 );
-                // Fails fast: refused connects, not the 10 s ttl.
+                // Fails fast: refused connects, not the 30 s ttl (a bound
+                // with room for a loaded machine).
                 assert!(
-                    took < Duration::from_secs(1),
+                    took < Duration::from_secs(3),
                     "n={n} mask={mask:b} took {took:?}"
                 );
             }
@@ -300,7 +301,7 @@ fn a_stopped_server_costs_one_request_timeout() {
             .success()
     );
     let started = Instant::now();
-    let result = c.lock(b"res", Duration::from_secs(5));
+    let result = c.lock(b"res", Duration::from_secs(30));
     let took = started.elapsed();
     assert!(
         std::process::Command::new("kill")
@@ -310,8 +311,9 @@ fn a_stopped_server_costs_one_request_timeout() {
             .success()
     );
     let lock = result.unwrap();
-    // Decided on the two live servers' votes, without waiting for the third.
-    assert!(took < Duration::from_millis(500), "{took:?}");
+    // Decided on the two live servers' votes, without waiting for the third
+    // (a bound far below the 30 s ttl, with room for a loaded machine).
+    assert!(took < Duration::from_secs(3), "{took:?}");
     assert_eq!(lock.report().count(ServerOutcome::Ok), 2);
     c.unlock(&lock).unwrap();
 }

@@ -77,11 +77,15 @@ enum Phase {
 /// Drive it through [`Operation`]. The outcome is a [`Lock`] or an
 /// [`AcquireError`]; after it, keep calling `poll_transmit` until it returns
 /// `None`, so that the releases of a failed attempt go out.
+///
+/// `R` is the resource name: any bytes, borrowed (`&[u8]`) or owned (a
+/// `heapless::Vec`, a boxed slice), so that an operation can be kept in
+/// long-lived state (a static on a microcontroller, a shared transport).
 #[derive(Debug, Clone)]
-pub struct Acquire<'r> {
+pub struct Acquire<R> {
     config: Config,
     servers: Servers,
-    resource: &'r [u8],
+    resource: R,
     token: Token,
     ttl: Duration,
     engine: Engine,
@@ -94,19 +98,19 @@ pub struct Acquire<'r> {
     outcome_taken: bool,
 }
 
-impl<'r> Acquire<'r> {
+impl<R: AsRef<[u8]>> Acquire<R> {
     /// Starts acquiring `resource` for `ttl` (whole milliseconds are used),
     /// with a token and jitter drawn from `rng`. `deadline`, if any, is the
     /// latest instant at which a retry may start.
-    pub fn new<R: TryCryptoRng + ?Sized>(
+    pub fn new<G: TryCryptoRng + ?Sized>(
         config: &Config,
         servers: &Servers,
-        resource: &'r [u8],
+        resource: R,
         ttl: Duration,
         deadline: Option<Instant>,
-        rng: &mut R,
+        rng: &mut G,
         now: Instant,
-    ) -> Result<Acquire<'r>, ArgumentError> {
+    ) -> Result<Acquire<R>, ArgumentError> {
         let ttl = normalize_ttl(ttl)?;
         // One draw for the token (R2: 20 bytes) and the retry-jitter seed.
         let mut raw = [0u8; TOKEN_LEN / 2 + 8];
@@ -149,8 +153,8 @@ impl<'r> Acquire<'r> {
     }
 
     /// The resource being acquired.
-    pub fn resource(&self) -> &'r [u8] {
-        self.resource
+    pub fn resource(&self) -> &[u8] {
+        self.resource.as_ref()
     }
 
     fn start_attempt(&mut self, now: Instant) {
@@ -345,7 +349,7 @@ impl<'r> Acquire<'r> {
     }
 }
 
-impl Operation for Acquire<'_> {
+impl<R: AsRef<[u8]>> Operation for Acquire<R> {
     type Output = Result<Lock, AcquireError>;
 
     fn poll_transmit(
@@ -354,7 +358,7 @@ impl Operation for Acquire<'_> {
         buf: &mut [u8],
     ) -> Result<Option<Transmit>, EncodeError> {
         let subject = Subject {
-            resource: self.resource,
+            resource: self.resource.as_ref(),
             token: self.token.as_bytes(),
             ttl_ms: self.ttl.as_millis(),
             #[cfg(feature = "mutants")]

@@ -33,10 +33,14 @@ impl core::error::Error for ExtendError {}
 /// server. It never re-creates a missing key; it counts only with a majority
 /// within the lock's current validity, and the new validity is computed from
 /// the start of the extend round (A8).
+///
+/// `R` is the resource name: any bytes, borrowed (`&[u8]`) or owned (a
+/// `heapless::Vec`, a boxed slice), so that an operation can be kept in
+/// long-lived state (a static on a microcontroller, a shared transport).
 #[derive(Debug, Clone)]
-pub struct Extend<'r> {
+pub struct Extend<R> {
     config: Config,
-    resource: &'r [u8],
+    resource: R,
     lock: Lock,
     ttl: Duration,
     start: Instant,
@@ -45,16 +49,16 @@ pub struct Extend<'r> {
     outcome_taken: bool,
 }
 
-impl<'r> Extend<'r> {
+impl<R: AsRef<[u8]>> Extend<R> {
     /// Starts extending `lock` on `resource` to a fresh `ttl`.
     pub fn new(
         config: &Config,
         servers: &Servers,
-        resource: &'r [u8],
+        resource: R,
         lock: &Lock,
         ttl: Duration,
         now: Instant,
-    ) -> Result<Extend<'r>, ArgumentError> {
+    ) -> Result<Extend<R>, ArgumentError> {
         let ttl = normalize_ttl(ttl)?;
         // A8: the number of extensions is limitable.
         if config
@@ -119,7 +123,7 @@ impl<'r> Extend<'r> {
     }
 }
 
-impl Operation for Extend<'_> {
+impl<R: AsRef<[u8]>> Operation for Extend<R> {
     type Output = Result<Lock, ExtendError>;
 
     fn poll_transmit(
@@ -131,7 +135,7 @@ impl Operation for Extend<'_> {
             return Ok(None);
         }
         let subject = Subject {
-            resource: self.resource,
+            resource: self.resource.as_ref(),
             token: self.lock.token().as_bytes(),
             ttl_ms: self.ttl.as_millis(),
             #[cfg(feature = "mutants")]

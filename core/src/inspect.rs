@@ -74,17 +74,21 @@ impl Inspection {
 }
 
 /// Reads the lock key and its `PTTL` on every server, atomically per server.
+///
+/// `R` is the resource name: any bytes, borrowed (`&[u8]`) or owned (a
+/// `heapless::Vec`, a boxed slice), so that an operation can be kept in
+/// long-lived state (a static on a microcontroller, a shared transport).
 #[derive(Debug, Clone)]
-pub struct Inspect<'r> {
-    resource: &'r [u8],
+pub struct Inspect<R> {
+    resource: R,
     engine: Engine,
     entries: [Holding; MAX_SERVERS],
     outcome_taken: bool,
 }
 
-impl<'r> Inspect<'r> {
+impl<R: AsRef<[u8]>> Inspect<R> {
     /// Starts inspecting `resource`; each server gets `timeout` to answer.
-    pub fn new(servers: &Servers, resource: &'r [u8], timeout: Duration) -> Inspect<'r> {
+    pub fn new(servers: &Servers, resource: R, timeout: Duration) -> Inspect<R> {
         let mut engine = Engine::new(servers.len(), timeout);
         engine.start_round(Request::Inspect);
         Inspect {
@@ -108,7 +112,7 @@ impl<'r> Inspect<'r> {
     }
 }
 
-impl Operation for Inspect<'_> {
+impl<R: AsRef<[u8]>> Operation for Inspect<R> {
     type Output = Inspection;
 
     fn poll_transmit(
@@ -117,7 +121,7 @@ impl Operation for Inspect<'_> {
         buf: &mut [u8],
     ) -> Result<Option<Transmit>, EncodeError> {
         let subject = Subject {
-            resource: self.resource,
+            resource: self.resource.as_ref(),
             token: &[],
             ttl_ms: 0,
             #[cfg(feature = "mutants")]

@@ -51,27 +51,31 @@ impl Released {
 /// The release of a lock: the token-checking script on every server (A7),
 /// whether or not the client believes it holds the key there. Ends when
 /// every server answered or timed out.
+///
+/// `R` is the resource name: any bytes, borrowed (`&[u8]`) or owned (a
+/// `heapless::Vec`, a boxed slice), so that an operation can be kept in
+/// long-lived state (a static on a microcontroller, a shared transport).
 #[derive(Debug, Clone)]
-pub struct Release<'r> {
+pub struct Release<R> {
     #[cfg_attr(not(feature = "mutants"), allow(dead_code))]
     config: Config,
-    resource: &'r [u8],
+    resource: R,
     token: Vec<u8, TOKEN_CAPACITY>,
     engine: Engine,
     outcome_taken: bool,
 }
 
-impl<'r> Release<'r> {
+impl<R: AsRef<[u8]>> Release<R> {
     /// Starts releasing `resource` held with `token` (any bytes, up to
     /// [`TOKEN_CAPACITY`]). `timeout` bounds each server's answer (see
     /// [`Config::request_timeout_for`]).
     pub fn new(
         config: &Config,
         servers: &Servers,
-        resource: &'r [u8],
+        resource: R,
         token: &[u8],
         timeout: Duration,
-    ) -> Result<Release<'r>, ArgumentError> {
+    ) -> Result<Release<R>, ArgumentError> {
         let token = Vec::from_slice(token).map_err(|_| ArgumentError::Token)?;
         let mut engine = Engine::new(servers.len(), timeout);
         engine.start_round(Request::Release);
@@ -85,12 +89,7 @@ impl<'r> Release<'r> {
     }
 
     /// Starts releasing a lock this client acquired.
-    pub fn for_lock(
-        config: &Config,
-        servers: &Servers,
-        resource: &'r [u8],
-        lock: &Lock,
-    ) -> Release<'r> {
+    pub fn for_lock(config: &Config, servers: &Servers, resource: R, lock: &Lock) -> Release<R> {
         let mut engine = Engine::new(servers.len(), config.request_timeout_for(lock.ttl()));
         engine.start_round(Request::Release);
         let token = Vec::from_slice(lock.token().as_bytes()).unwrap_or_default();
@@ -104,7 +103,7 @@ impl<'r> Release<'r> {
     }
 }
 
-impl Operation for Release<'_> {
+impl<R: AsRef<[u8]>> Operation for Release<R> {
     type Output = Released;
 
     fn poll_transmit(
@@ -113,7 +112,7 @@ impl Operation for Release<'_> {
         buf: &mut [u8],
     ) -> Result<Option<Transmit>, EncodeError> {
         let subject = Subject {
-            resource: self.resource,
+            resource: self.resource.as_ref(),
             token: &self.token,
             ttl_ms: 0,
             #[cfg(feature = "mutants")]

@@ -147,13 +147,13 @@ fn no_retry() -> Config {
     }
 }
 
-fn acquire(config: &Config, n: usize, ttl: u64, now: Instant) -> Drive<Acquire<'static>> {
+fn acquire(config: &Config, n: usize, ttl: u64, now: Instant) -> Drive<Acquire<&'static [u8]>> {
     let servers = Servers::new(n).unwrap();
     Drive::new(
         Acquire::new(
             config,
             &servers,
-            b"res",
+            &b"res"[..],
             dur(ttl),
             None,
             &mut TestRng(0),
@@ -1401,4 +1401,20 @@ fn the_releases_of_a_failed_attempt_go_out_however_late_the_platform_sends() {
     d.op.handle_timeout(ms(60_000));
     assert_eq!(d.sent(ms(60_000)).len(), 3);
     assert!(d.op.is_finished());
+}
+
+#[test]
+fn an_operation_can_own_its_resource_name() {
+    // Owned names let an operation outlive the caller's buffer (kept in a
+    // static, or handed to another thread); the bytes sent are the same.
+    let servers = Servers::new(2).unwrap();
+    let owned: heapless::Vec<u8, 8> = heapless::Vec::from_slice(b"res").unwrap();
+    let mut d =
+        Drive::new(Release::new(&Config::DEFAULT, &servers, owned, b"tok", dur(20)).unwrap());
+    let sent = d.sent(ms(0));
+    assert_eq!(sent.len(), 2);
+    assert!(
+        sent.iter()
+            .all(|s| s.args[3] == b"res" && s.args[4] == b"tok")
+    );
 }

@@ -537,7 +537,7 @@ struct Conn {
 enum State {
     Idle,
     Acquiring {
-        op: Acquire<'static>,
+        op: Acquire<&'static [u8]>,
         started_real: u64,
     },
     Holding {
@@ -545,7 +545,7 @@ enum State {
         granted_real: u64,
         until_local: u64,
     },
-    Releasing(Release<'static>),
+    Releasing(Release<&'static [u8]>),
     Finished,
 }
 
@@ -557,7 +557,7 @@ struct Client {
     paused_until: u64,
     servers: Servers,
     /// Drained releases of failed acquisitions still running (A5).
-    background: Vec<(u64, Acquire<'static>)>,
+    background: Vec<(u64, Acquire<&'static [u8]>)>,
     wake_gen: u64,
     /// What arrived while paused, in arrival order.
     inbox: VecDeque<Event>,

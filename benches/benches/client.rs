@@ -10,7 +10,9 @@
 //!
 //! Smaller runs (smoke tests): `CLIENT_BENCH_CYCLES` (measured cycles per
 //! implementation, default 40,000) and `CLIENT_BENCH_SECS` (seconds per
-//! throughput run, default 4).
+//! throughput run, default 4). `CLIENT_BENCH_ONLY=throughput` runs only the
+//! distinct-resource throughput of ours and rslock (for quick comparisons
+//! while working on the client).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use core::net::SocketAddr;
@@ -559,6 +561,22 @@ fn main() {
         .servers(&urls)
         .build()
         .expect("client");
+    if std::env::var("CLIENT_BENCH_ONLY").as_deref() == Ok("throughput") {
+        for run in 1..=3 {
+            let tp = tp_threads("ours", false, secs, vec![(); THREADS], |(), r| {
+                ours_cycle(&ours, r)
+            });
+            let rt = current_thread();
+            let manager = Rslock::manager(&urls);
+            let peer = tp_rslock(&rt, &manager, "rslock", false, secs);
+            let (a, b) = (tp.per_sec(tp.ok), peer.per_sec(peer.ok));
+            println!(
+                "run {run}: 16-thread distinct cycles/s: ours {a:.0}, rslock {b:.0}, ratio {:.2}",
+                a / b
+            );
+        }
+        return;
+    }
     let mut impls: Vec<Box<dyn Latency>> = vec![
         Box::new(Ours(ours.clone())),
         Box::new(Rslock {

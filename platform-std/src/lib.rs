@@ -3,6 +3,7 @@
 
 extern crate alloc;
 
+mod call;
 mod transport;
 pub mod url;
 mod watchdog;
@@ -19,6 +20,7 @@ pub use redlock_core::{
     ServerOutcome,
 };
 
+use crate::call::Call;
 use crate::transport::{ConnConfig, Transport};
 pub use crate::url::{Secret, ServerUrl, UrlError};
 pub use crate::watchdog::{AutoLock, LockGuard, Lost, OnLost};
@@ -169,6 +171,12 @@ impl Resource {
             Resource::Inline { len, bytes } => &bytes[..usize::from(*len)],
             Resource::Heap(b) => b,
         }
+    }
+}
+
+impl AsRef<[u8]> for Resource {
+    fn as_ref(&self) -> &[u8] {
+        self.as_bytes()
     }
 }
 
@@ -369,7 +377,7 @@ pub struct Client {
 
 #[derive(Debug)]
 struct Shared {
-    transport: Transport,
+    transport: Transport<Call>,
     /// The server count; incarnations are filled in per acquisition.
     servers: Servers,
     config: Config,
@@ -438,10 +446,10 @@ impl Client {
             let from_now = d.saturating_duration_since(StdInstant::now());
             now.saturating_add(core_duration(from_now))
         });
-        let mut op = Acquire::new(
+        let op = Acquire::new(
             &config,
             &servers,
-            resource,
+            Resource::new(resource),
             core_duration(ttl),
             deadline,
             &mut OsRng,
@@ -451,9 +459,7 @@ impl Client {
             redlock_core::ArgumentError::Rng => Error::Rng("no entropy".into()),
             e => Error::InvalidArgument(e.to_string()),
         })?;
-        let outcome = transport.run(&mut op, |op, server, started| {
-            op.set_incarnation(server, started)
-        });
+        let outcome = transport.acquire(op);
         let epoch = transport.epoch();
         match outcome {
             Ok(lock) => Ok(Lock {
@@ -475,13 +481,13 @@ impl Client {
     pub fn unlock(&self, lock: &Lock) -> Result<Released, Error> {
         let transport = &self.shared.transport;
         let servers = &self.shared.servers;
-        let mut op = Release::for_lock(
+        let op = Release::for_lock(
             &self.shared.config,
             servers,
-            lock.resource.as_bytes(),
+            lock.resource.clone(),
             &lock.inner,
         );
-        self.confirmed(transport.run(&mut op, |_, _, _| {}))
+        self.confirmed(transport.release(op))
     }
 
     /// Releases `resource` held with `token` (a lock taken by another
@@ -493,9 +499,15 @@ impl Client {
             .shared
             .config
             .request_timeout_for(core_duration(self.shared.ttl));
-        let mut op = Release::new(&self.shared.config, servers, resource, token, timeout)
-            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        self.confirmed(transport.run(&mut op, |_, _, _| {}))
+        let op = Release::new(
+            &self.shared.config,
+            servers,
+            Resource::new(resource),
+            token,
+            timeout,
+        )
+        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        self.confirmed(transport.release(op))
     }
 
     /// A release counts once a majority confirmed it.
@@ -513,16 +525,16 @@ impl Client {
         let transport = &self.shared.transport;
         let servers = &self.shared.servers;
         let now = transport.now();
-        let mut op = Extend::new(
+        let op = Extend::new(
             &self.shared.config,
             servers,
-            lock.resource.as_bytes(),
+            lock.resource.clone(),
             &lock.inner,
             core_duration(ttl),
             now,
         )
         .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        match transport.run(&mut op, |_, _, _| {}) {
+        match transport.extend(op) {
             Ok(extended) => {
                 lock.inner = extended;
                 Ok(())
@@ -539,8 +551,8 @@ impl Client {
             .shared
             .config
             .request_timeout_for(core_duration(self.shared.ttl));
-        let mut op = Inspect::new(servers, resource, timeout);
-        Ok(transport.run(&mut op, |_, _, _| {}))
+        let op = Inspect::new(servers, Resource::new(resource), timeout);
+        Ok(transport.inspect(op))
     }
 
     /// The per-request timeout for operations with `ttl`.

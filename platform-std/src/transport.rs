@@ -10,28 +10,38 @@
 //! connection; a reply for no request, or bytes that do not parse, close that
 //! connection.
 //!
-//! # Many threads, one connection per server (leader/follower)
+//! # Many threads, one connection per server (a combining leader)
 //!
-//! Each running operation owns a *slot*: a mailbox and a condition variable.
-//! Its requests are queued on the servers' connections tagged with the slot
-//! and the operation's serial, so requests of many threads are pipelined on
-//! one connection and replies are matched in order. One thread at a time is
-//! the *leader*: it waits in `Poll::poll` without holding the state lock,
-//! then reads every ready socket, copies each reply frame into the mailbox of
-//! the operation it answers and wakes that operation's thread. The other
-//! threads (followers) wait on their slot's condition variable, with their own
-//! deadline, and feed their operation from their mailbox. A follower that
-//! queues requests while the leader polls wakes it once (a `mio::Waker`), and
-//! the leader writes everything queued in one write per socket. When the
-//! leader's operation ends it hands the role to a waiting follower.
+//! A caller moves its operation into a *slot* of the shared state, queues its
+//! first requests on the servers' connections (tagged with the slot and the
+//! operation's serial, so requests of many threads are pipelined on one
+//! connection and replies are matched in order), and waits. One thread at a
+//! time is the *leader*: it waits in `Poll::poll` without holding the state
+//! lock, then reads every ready socket and hands each reply straight to the
+//! operation it answers, *whoever's it is*; it checks every operation's
+//! deadlines, queues what they want to send next, and writes everything
+//! queued in one write per socket. An operation's owner is woken once, when
+//! its operation is finished, and takes the outcome. A caller that queues
+//! requests while the leader polls wakes it (a `mio::Waker`, once per poll).
+//! When the leader's own operation ends it hands the role to a waiting owner.
+//!
+//! So with many threads, each operation costs its owner one sleep and one
+//! wake-up, and the sockets see batches: the work of the protocol is done by
+//! one thread at a time, as an event loop would, behind a blocking API.
 //!
 //! A thread alone is always the leader: it never waits on a condition
 //! variable, never uses the waker, and allocates nothing per operation.
+//!
+//! An operation that panics (the core's do not) is dropped; its owner's call
+//! panics with the same payload, on the owner's own thread.
 
 use alloc::collections::VecDeque;
+use core::any::Any;
 use core::net::SocketAddr;
+use core::panic::AssertUnwindSafe;
 use std::io::{self, Read, Write};
 use std::net::ToSocketAddrs;
+use std::panic::{catch_unwind, resume_unwind};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Instant as StdInstant;
 
@@ -41,9 +51,18 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use redlock_core::redlock_resp::script;
 use redlock_core::redlock_resp::{EncodeError, Limits, Parser, Status, encode};
-use redlock_core::{Instant, MAX_SERVERS, Operation, ServerId, Servers};
+use redlock_core::{Instant, Operation, ServerId, Servers};
 
 use crate::url::ServerUrl;
+
+/// An operation the transport can run: a core [`Operation`] that also takes
+/// what the connections learn about server restarts.
+pub(crate) trait Job: Operation<Output: core::fmt::Debug> + core::fmt::Debug {
+    /// `server`'s current incarnation began at `started` (core clock), as
+    /// read from `INFO server` on (re)connect, ahead of this operation's
+    /// requests on that connection.
+    fn set_incarnation(&mut self, server: ServerId, started: Instant);
+}
 
 /// Connection tunables.
 #[derive(Debug, Clone, Copy)]
@@ -86,9 +105,6 @@ struct Conn {
     addrs: Vec<SocketAddr>,
     stream: Option<TcpStream>,
     state: ConnState,
-    /// Counts connections made, so that a late verdict on an old one does
-    /// not close its successor.
-    generation: u32,
     failures: u32,
     /// Bytes waiting to be written.
     out: Vec<u8>,
@@ -100,44 +116,72 @@ struct Conn {
     incarnation: Option<(StdInstant, u64)>,
 }
 
-/// What happened for an operation, in order, waiting in its slot.
-#[derive(Debug, Clone, Copy)]
-enum Event {
-    /// A reply frame from `server`, at `start..end` of the slot's inbox.
-    Reply {
-        server: u8,
-        generation: u32,
-        start: u32,
-        end: u32,
-    },
-    /// The connection to `server` failed with requests of this operation on it.
-    ConnectionError { server: u8 },
-    /// `server`'s current incarnation began at this instant (core clock).
-    Incarnation { server: u8, started: Instant },
-}
-
-/// One running operation's mailbox.
-#[derive(Debug, Default)]
-struct Slot {
+/// One running operation, owned by the state while it runs.
+#[derive(Debug)]
+struct Slot<J: Job> {
     /// The serial of the operation running here; 0 when free.
     serial: u64,
-    /// Reply frames, copied from the connection by the leader.
-    inbox: Vec<u8>,
-    events: Vec<Event>,
+    op: Option<J>,
+    outcome: Option<J::Output>,
+    /// Servers whose connection failed with requests of this operation on
+    /// it, not yet told to the operation (bit i = server i).
+    conn_errors: u16,
+    /// The outcome is out and nothing is left to send (or the operation
+    /// panicked): the owner may take it.
+    done: bool,
+    /// The payload of a panic of the operation, for its owner to resume.
+    panic: Option<Box<dyn Any + Send>>,
     /// The owner waits on its condition variable.
     waiting: bool,
 }
 
+impl<J: Job> Slot<J> {
+    fn new() -> Slot<J> {
+        Slot {
+            serial: 0,
+            op: None,
+            outcome: None,
+            conn_errors: 0,
+            done: false,
+            panic: None,
+            waiting: false,
+        }
+    }
+
+    /// Runs `f` on the operation; a panic in it ends the operation (its
+    /// owner resumes the panic) instead of unwinding through the transport.
+    fn call<R>(&mut self, f: impl FnOnce(&mut J) -> R) -> Option<R> {
+        let op = self.op.as_mut()?;
+        match catch_unwind(AssertUnwindSafe(|| f(op))) {
+            Ok(r) => Some(r),
+            Err(payload) => {
+                self.poison(payload);
+                None
+            }
+        }
+    }
+
+    fn poison(&mut self, payload: Box<dyn Any + Send>) {
+        self.op = None;
+        self.panic = Some(payload);
+        self.done = true;
+    }
+}
+
 /// Everything behind the state lock.
 #[derive(Debug)]
-struct State {
+struct State<J: Job> {
     registry: Registry,
     conns: Vec<Conn>,
     parser: Parser,
     scratch: Vec<u8>,
     serial: u64,
-    slots: Vec<Slot>,
+    slots: Vec<Slot<J>>,
     free: Vec<u16>,
+    /// Slots with an operation that is not done (bit i = slot i).
+    active: u64,
+    /// Slots whose operation is done and whose owner waits: to be woken.
+    to_wake: u64,
     /// Threads waiting for a free slot.
     slot_waiters: usize,
     /// Some thread is the leader.
@@ -146,8 +190,6 @@ struct State {
     polling: bool,
     /// The waker was used since the leader last polled.
     woken: bool,
-    /// Slots with new events whose owners must be woken (bit i = slot i).
-    to_notify: u64,
     config: ConnConfig,
 }
 
@@ -159,8 +201,8 @@ struct Poller {
 
 /// The N connections, their poll, and the slots of running operations.
 #[derive(Debug)]
-pub(crate) struct Transport {
-    state: Mutex<State>,
+pub(crate) struct Transport<J: Job> {
+    state: Mutex<State<J>>,
     /// Only the leader locks it, without holding the state lock.
     poller: Mutex<Poller>,
     waker: Waker,
@@ -179,13 +221,6 @@ const MAX_SLOTS: usize = 64;
 
 const WAKE: Token = Token(usize::MAX);
 
-/// Events one operation can have waiting: up to 8 requests in flight on
-/// each of up to 9 servers, plus a connection error and an incarnation each.
-const SLOT_EVENTS: usize = 8 * MAX_SERVERS + 2 * MAX_SERVERS;
-
-/// Reply bytes a slot holds without growing (larger replies grow it once).
-const SLOT_INBOX: usize = 2048;
-
 /// The core's clock reads this many microseconds when the transport is made
 /// (20 years), so that instants before it, such as when a server that has
 /// been up for months started, are representable for the restart guard.
@@ -198,8 +233,9 @@ pub(crate) const CLOCK_ORIGIN_MICROS: u64 = 20 * 365 * 24 * 3600 * 1_000_000;
 const MAX_OUTSTANDING: usize = 1024;
 
 fn relock<T>(r: Result<T, PoisonError<T>>) -> T {
-    // A panic in another thread cannot leave the state unsafe to use: the
-    // core re-checks everything per operation.
+    // Operations run under `catch_unwind`, so the lock is poisoned only by a
+    // bug of the transport itself; its state is still consistent enough to
+    // go on (every operation re-checks its own).
     r.unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -207,8 +243,20 @@ fn bit(i: usize) -> u64 {
     1u64.checked_shl(i as u32).unwrap_or(0)
 }
 
-impl Transport {
-    pub(crate) fn new(urls: &[ServerUrl], config: ConnConfig) -> io::Result<Transport> {
+/// The indices of the bits set in `mask`, lowest first.
+fn bits(mut mask: u64) -> impl Iterator<Item = usize> {
+    core::iter::from_fn(move || {
+        if mask == 0 {
+            return None;
+        }
+        let i = mask.trailing_zeros() as usize;
+        mask &= mask - 1;
+        Some(i)
+    })
+}
+
+impl<J: Job> Transport<J> {
+    pub(crate) fn new(urls: &[ServerUrl], config: ConnConfig) -> io::Result<Transport<J>> {
         let now = StdInstant::now();
         let conns = urls
             .iter()
@@ -217,7 +265,6 @@ impl Transport {
                 addrs: Vec::new(),
                 stream: None,
                 state: ConnState::Down { retry_at: now },
-                generation: 0,
                 failures: 0,
                 out: Vec::with_capacity(1024),
                 // Room for a chunk read behind a partial reply without growing.
@@ -236,13 +283,14 @@ impl Transport {
             parser: Parser::new(config.limits),
             scratch: vec![0u8; 4096],
             serial: 0,
-            slots: (0..MAX_SLOTS).map(|_| Slot::default()).collect(),
+            slots: (0..MAX_SLOTS).map(|_| Slot::new()).collect(),
             free: (0..MAX_SLOTS as u16).rev().collect(),
+            active: 0,
+            to_wake: 0,
             slot_waiters: 0,
             leader: false,
             polling: false,
             woken: false,
-            to_notify: 0,
             config,
         };
         Ok(Transport {
@@ -258,7 +306,7 @@ impl Transport {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, State<J>> {
         relock(self.state.lock())
     }
 
@@ -273,16 +321,7 @@ impl Transport {
 
     /// The core's clock: microseconds since the transport was made.
     pub(crate) fn now(&self) -> Instant {
-        self.core_instant(StdInstant::now())
-    }
-
-    fn core_instant(&self, t: StdInstant) -> Instant {
-        let since = t.saturating_duration_since(self.epoch).as_micros() as u64;
-        Instant::from_micros(CLOCK_ORIGIN_MICROS.saturating_add(since))
-    }
-
-    fn std_instant(&self, t: Instant) -> StdInstant {
-        self.epoch + StdDuration::from_micros(t.as_micros().saturating_sub(CLOCK_ORIGIN_MICROS))
+        core_instant(self.epoch, StdInstant::now())
     }
 
     /// The URL of `server`.
@@ -296,8 +335,7 @@ impl Transport {
         let st = self.lock();
         for (i, c) in st.conns.iter().enumerate() {
             if let Some((read_at, uptime)) = c.incarnation {
-                let started = self
-                    .core_instant(read_at)
+                let started = core_instant(self.epoch, read_at)
                     .saturating_sub(redlock_core::Duration::from_secs(uptime));
                 base.set_incarnation(ServerId(i as u8), started);
             }
@@ -305,13 +343,9 @@ impl Transport {
         base
     }
 
-    /// Runs `op` to its outcome, then sends what it still has to send
-    /// (releases of a failed attempt) before returning.
-    pub(crate) fn run<O: Operation>(
-        &self,
-        op: &mut O,
-        mut on_incarnation: impl FnMut(&mut O, ServerId, Instant),
-    ) -> O::Output {
+    /// Runs `op` to its outcome, and until it has sent what it still had to
+    /// send (the releases of a failed attempt), then returns the outcome.
+    pub(crate) fn run(&self, op: J) -> J::Output {
         // Declared before the state lock's guard, so that when unwinding it
         // is dropped after it (it takes the lock itself).
         let mut guard = SlotGuard {
@@ -333,132 +367,111 @@ impl Transport {
         let serial = st.serial;
         let s = &mut st.slots[slot];
         s.serial = serial;
-        // Room for every reply an operation can get at once (no-ops after a
-        // slot's first use): no allocation however the replies are batched.
-        s.events.reserve(SLOT_EVENTS);
-        s.inbox.reserve(SLOT_INBOX);
+        s.op = Some(op);
+        st.active |= bit(slot);
         guard.slot = slot;
         guard.armed = true;
-        let mut outcome = None;
-        let out = loop {
-            let now = self.now();
-            // 1. Feed what happened, then check the deadlines.
-            st.deliver(op, slot, now, &mut on_incarnation);
-            if let Some(d) = op.poll_timeout() {
-                if now >= d {
-                    op.handle_timeout(now);
-                }
-            }
-            // 2. Everything the operation wants to send goes out.
-            if st.transmit(op, slot, serial, now) {
-                if st.polling {
-                    // The leader writes it, with whatever else is queued.
-                    if !st.woken {
-                        st.woken = true;
-                        let _ = self.waker.wake();
-                    }
-                } else {
-                    st.flush_all();
-                }
-            }
-            self.notify(&mut st);
-            if outcome.is_none() {
-                outcome = op.poll_outcome();
-            }
-            if op.is_finished() {
-                if let Some(out) = outcome.take() {
-                    break out;
-                }
-            }
-            // 3. Wait for replies, connects, or the next deadline.
-            let deadline = op.poll_timeout().map(|t| self.std_instant(t));
+        // The first requests are queued at once. A leader in `poll` writes
+        // them (woken once per poll, for every caller that queues); without
+        // a leader, this thread leads and writes them before it polls.
+        st.pump(slot, self.now());
+        if st.polling && !st.woken {
+            st.woken = true;
+            let _ = self.waker.wake();
+        }
+        while !st.slots[slot].done {
             if guard.leading || !st.leader {
                 st.leader = true;
                 guard.leading = true;
-                st = self.lead(st, deadline);
+                st = self.lead(st);
             } else {
                 st.slots[slot].waiting = true;
-                let cv = &self.wakeups[slot];
-                st = match deadline {
-                    Some(d) => {
-                        let wait = d.saturating_duration_since(StdInstant::now());
-                        relock(cv.wait_timeout(st, wait)).0
-                    }
-                    None => relock(cv.wait(st)),
-                };
+                st = relock(self.wakeups[slot].wait(st));
                 st.slots[slot].waiting = false;
             }
-        };
+        }
         guard.armed = false;
-        self.finish(&mut st, slot, guard.leading);
-        out
+        let s = &mut st.slots[slot];
+        let (outcome, panic) = (s.outcome.take(), s.panic.take());
+        self.finish(st, slot, guard.leading);
+        match (outcome, panic) {
+            (_, Some(payload)) => resume_unwind(payload),
+            (Some(outcome), None) => outcome,
+            // `done` is set with an outcome or a panic.
+            (None, None) => unreachable!("an operation done without an outcome"),
+        }
     }
 
-    /// Frees `slot` and, if its thread led, hands the role on.
-    fn finish(&self, st: &mut State, slot: usize, leading: bool) {
+    /// Frees `slot`, hands the leader role on if this thread had it, and
+    /// wakes whoever must run: owners of finished operations, and an owner
+    /// to lead if operations are left without a leader.
+    fn finish(&self, mut st: MutexGuard<'_, State<J>>, slot: usize, leading: bool) {
         if let Some(s) = st.slots.get_mut(slot) {
             s.serial = 0;
-            s.events.clear();
-            s.inbox.clear();
+            s.op = None;
+            s.outcome = None;
+            s.conn_errors = 0;
+            s.done = false;
+            s.panic = None;
             s.waiting = false;
         }
+        st.active &= !bit(slot);
         st.free.push(slot as u16);
         if st.slot_waiters > 0 {
             self.slot_free.notify_one();
         }
         if leading {
             st.leader = false;
+            // What the last pass queued goes out now, not when the next
+            // leader polls.
+            st.flush_all();
         }
-        // Followers with replies are woken; with no leader, the first of
-        // them to wait takes the role. If none is woken, one waiting
-        // follower is, so that someone polls.
-        let mut wake = st.waiting_to_notify();
-        if !st.leader && wake == 0 {
-            if let Some(next) = st.slots.iter().position(|s| s.waiting) {
-                wake = bit(next);
+        let mut wake = core::mem::take(&mut st.to_wake);
+        if !st.leader {
+            // Someone must poll for the operations still running: an owner
+            // that waits takes the role when it wakes.
+            let waiting = bits(st.active).find(|&i| st.slots[i].waiting && !st.slots[i].done);
+            if let Some(next) = waiting {
+                wake |= bit(next);
             }
         }
+        drop(st);
         self.wake(wake);
     }
 
-    /// Wakes the owners of slots that got events.
-    fn notify(&self, st: &mut State) {
-        self.wake(st.waiting_to_notify());
-    }
-
     /// Wakes the owners of the slots in `mask`.
-    fn wake(&self, mut mask: u64) {
-        while mask != 0 {
-            let i = mask.trailing_zeros() as usize;
-            mask &= mask - 1;
+    fn wake(&self, mask: u64) {
+        for i in bits(mask) {
             if let Some(cv) = self.wakeups.get(i) {
                 cv.notify_one();
             }
         }
     }
 
-    /// One round as the leader: poll without the state lock, then write what
-    /// is queued, finish connects, and route the replies of ready sockets.
-    fn lead<'a>(
-        &'a self,
-        mut st: MutexGuard<'a, State>,
-        deadline: Option<StdInstant>,
-    ) -> MutexGuard<'a, State> {
-        let deadline = st
-            .connect_deadline()
-            .map_or(deadline, |c| Some(deadline.map_or(c, |d| d.min(c))));
+    /// One round as the leader: write what is queued, poll without the state
+    /// lock (after waking the owners of finished operations), then finish
+    /// connects, hand the replies of ready sockets to their operations, and
+    /// let every running operation check its deadlines and send.
+    fn lead<'a>(&'a self, mut st: MutexGuard<'a, State<J>>) -> MutexGuard<'a, State<J>> {
+        if st.errors_untold() {
+            // A connection failed since the last pass (a caller's send):
+            // its operations learn it now, not at their next deadline.
+            st.pump_all(self.now());
+        }
+        st.flush_all();
+        let deadline = st.next_deadline(self.epoch);
         st.polling = true;
-        // Wake the followers that got replies once the lock is free, so
-        // that they do not wake only to wait for it.
-        let wake = st.waiting_to_notify();
+        let wake = core::mem::take(&mut st.to_wake);
         drop(st);
+        // Woken once the lock is free, so that they do not wake only to
+        // wait for it.
         self.wake(wake);
         let mut ready = 0u64;
         {
             let mut poller = relock(self.poller.lock());
             let Poller { poll, events } = &mut *poller;
             let timeout = deadline.map(|d| d.saturating_duration_since(StdInstant::now()));
-            // Spurious wake-ups and EINTR are harmless: the caller re-checks everything.
+            // Spurious wake-ups and EINTR are harmless: everything is re-checked.
             let _ = poll.poll(events, timeout);
             for event in events.iter() {
                 if event.token() != WAKE {
@@ -470,124 +483,121 @@ impl Transport {
         st.polling = false;
         st.woken = false;
         let now = self.now();
-        st.flush_all();
         st.progress_connects();
         st.read_ready(ready, now);
+        st.pump_all(now);
+        st.flush_all();
         st
     }
 }
 
-/// Frees the slot (and the leader role) if an operation unwinds.
-struct SlotGuard<'a> {
-    transport: &'a Transport,
+/// Frees the slot (and the leader role) if the caller unwinds.
+struct SlotGuard<'a, J: Job> {
+    transport: &'a Transport<J>,
     slot: usize,
     leading: bool,
     armed: bool,
 }
 
-impl Drop for SlotGuard<'_> {
+impl<J: Job> Drop for SlotGuard<'_, J> {
     fn drop(&mut self) {
         if self.armed {
             let mut st = self.transport.lock();
             if self.leading {
                 st.polling = false;
             }
-            self.transport.finish(&mut st, self.slot, self.leading);
+            self.transport.finish(st, self.slot, self.leading);
         }
     }
 }
 
-impl State {
-    /// Takes the slots with new events whose owners wait for them.
-    fn waiting_to_notify(&mut self) -> u64 {
-        let mut mask = core::mem::take(&mut self.to_notify);
-        let mut waiting = 0;
-        while mask != 0 {
-            let i = mask.trailing_zeros() as usize;
-            mask &= mask - 1;
-            if self.slots.get(i).is_some_and(|s| s.waiting) {
-                waiting |= bit(i);
-            }
+fn core_instant(epoch: StdInstant, t: StdInstant) -> Instant {
+    let since = t.saturating_duration_since(epoch).as_micros() as u64;
+    Instant::from_micros(CLOCK_ORIGIN_MICROS.saturating_add(since))
+}
+
+fn std_instant(epoch: StdInstant, t: Instant) -> StdInstant {
+    epoch + StdDuration::from_micros(t.as_micros().saturating_sub(CLOCK_ORIGIN_MICROS))
+}
+
+impl<J: Job> State<J> {
+    /// The earliest deadline of any running operation or connect.
+    fn next_deadline(&self, epoch: StdInstant) -> Option<StdInstant> {
+        let ops = bits(self.active)
+            .filter_map(|i| self.slots.get(i)?.op.as_ref()?.poll_timeout())
+            .min()
+            .map(|t| std_instant(epoch, t));
+        match (ops, self.connect_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
-        waiting
     }
 
-    /// Feeds `op` the events waiting in its slot, in order.
-    fn deliver<O: Operation>(
-        &mut self,
-        op: &mut O,
-        slot: usize,
-        now: Instant,
-        on_incarnation: &mut impl FnMut(&mut O, ServerId, Instant),
-    ) {
-        let State { slots, parser, .. } = self;
-        let Some(s) = slots.get_mut(slot) else {
+    /// [`pump`](State::pump) for every running operation.
+    fn pump_all(&mut self, now: Instant) {
+        for i in bits(self.active) {
+            self.pump(i, now);
+        }
+    }
+
+    /// Lets the operation in `slot` take its connection errors and expired
+    /// deadlines, queues what it wants to send, and marks it done once its
+    /// outcome is out and nothing is left to send.
+    fn pump(&mut self, slot: usize, now: Instant) {
+        let Some(s) = self.slots.get_mut(slot) else {
             return;
         };
-        if s.events.is_empty() {
-            return;
-        }
-        // Servers whose stream turned out of step: (server, generation).
-        let mut bad = [None::<u32>; MAX_SERVERS];
-        for event in &s.events {
-            match *event {
-                Event::Reply {
-                    server,
-                    generation,
-                    start,
-                    end,
-                } => {
-                    let Some(bad) = bad.get_mut(usize::from(server)) else {
-                        continue;
-                    };
-                    if bad.is_some() {
-                        continue;
+        let serial = s.serial;
+        if let Some(mut op) = s.op.take() {
+            // Out of its slot while it sends, so that a connection failing
+            // meanwhile can still be recorded for it (in `conn_errors`).
+            let pumped = catch_unwind(AssertUnwindSafe(|| {
+                self.drive(&mut op, slot, serial, now);
+                op.poll_outcome()
+            }));
+            let s = &mut self.slots[slot];
+            match pumped {
+                Ok(outcome) => {
+                    if s.outcome.is_none() {
+                        s.outcome = outcome;
                     }
-                    let frame = s.inbox.get(start as usize..end as usize).unwrap_or(&[]);
-                    let ok = match parser.parse(frame) {
-                        Ok(Status::Complete((reply, _))) => {
-                            op.handle_reply(now, ServerId(server), reply).is_ok()
-                        }
-                        // Parsed once already by the leader: cannot happen.
-                        _ => false,
-                    };
-                    if !ok {
-                        *bad = Some(generation);
+                    s.done = s.outcome.is_some() && op.is_finished();
+                    // Dropped once done: later replies for it are stragglers.
+                    if !s.done {
+                        s.op = Some(op);
                     }
                 }
-                Event::ConnectionError { server } => {
-                    op.handle_connection_error(now, ServerId(server))
-                }
-                Event::Incarnation { server, started } => {
-                    on_incarnation(op, ServerId(server), started)
-                }
+                Err(payload) => s.poison(payload),
             }
         }
-        s.events.clear();
-        s.inbox.clear();
-        for (i, generation) in bad.iter().enumerate() {
-            let Some(generation) = *generation else {
-                continue;
-            };
-            if let Some(conn) = self.conns.get(i) {
-                log::warn!("redlock: {} answered a request it was not sent", conn.url);
-                if conn.generation == generation {
-                    self.fail(i);
-                }
+        let s = &mut self.slots[slot];
+        if s.done {
+            self.active &= !bit(slot);
+            if s.waiting {
+                self.to_wake |= bit(slot);
             }
-            op.handle_connection_error(now, ServerId(i as u8));
         }
     }
 
-    /// Queues what `op` wants to send; true if anything was queued.
-    fn transmit<O: Operation>(
-        &mut self,
-        op: &mut O,
-        slot: usize,
-        serial: u64,
-        now: Instant,
-    ) -> bool {
-        let mut queued = false;
+    fn drive(&mut self, op: &mut J, slot: usize, serial: u64, now: Instant) {
+        loop {
+            let errors = core::mem::take(&mut self.slots[slot].conn_errors);
+            for server in bits(u64::from(errors)) {
+                op.handle_connection_error(now, ServerId(server as u8));
+            }
+            if op.poll_timeout().is_some_and(|d| now >= d) {
+                op.handle_timeout(now);
+            }
+            self.transmit(op, slot, serial, now);
+            // A connection that failed while sending: tell it, then go on.
+            if self.slots[slot].conn_errors == 0 {
+                break;
+            }
+        }
+    }
+
+    /// Queues what `op` wants to send.
+    fn transmit(&mut self, op: &mut J, slot: usize, serial: u64, now: Instant) {
         loop {
             let t = match op.poll_transmit(now, &mut self.scratch) {
                 Ok(Some(t)) => t,
@@ -613,9 +623,7 @@ impl State {
                 slot: slot as u16,
                 serial,
             });
-            queued = true;
         }
-        queued
     }
 
     /// Makes sure server `i` is connected or connecting (starting a connect,
@@ -661,7 +669,6 @@ impl State {
             Interest::READABLE | Interest::WRITABLE,
         )?;
         conn.stream = Some(stream);
-        conn.generation = conn.generation.wrapping_add(1);
         conn.writable_interest = true;
         conn.state = ConnState::Connecting {
             since: StdInstant::now(),
@@ -707,13 +714,13 @@ impl State {
     }
 
     /// Closes server `i`'s connection after an error; it may reconnect after
-    /// an exponential backoff. Every operation with requests on it is told.
+    /// an exponential backoff. Every operation with requests on it is told
+    /// (at its next pump).
     fn fail(&mut self, i: usize) {
         let State {
             conns,
             slots,
             registry,
-            to_notify,
             config,
             ..
         } = self;
@@ -729,20 +736,15 @@ impl State {
         if let Some(mut s) = conn.stream.take() {
             let _ = registry.deregister(&mut s);
         }
-        let mut told = 0u64;
         for e in &conn.expect {
             if let Expect::Op { slot, serial } = *e {
-                let slot = usize::from(slot);
-                if told & bit(slot) != 0 {
-                    continue;
-                }
-                if let Some(s) = slots.get_mut(slot).filter(|s| s.serial == serial) {
-                    s.events.push(Event::ConnectionError { server: i as u8 });
-                    told |= bit(slot);
+                if let Some(s) = slots.get_mut(usize::from(slot)) {
+                    if s.serial == serial {
+                        s.conn_errors |= 1u16.checked_shl(i as u32).unwrap_or(0);
+                    }
                 }
             }
         }
-        *to_notify |= told;
         conn.failures = conn.failures.saturating_add(1);
         let shift = conn.failures.min(16) - 1;
         let backoff = config
@@ -756,6 +758,11 @@ impl State {
         conn.inbuf.clear();
         conn.expect.clear();
         conn.writable_interest = false;
+    }
+
+    /// True when some running operation has a connection error to learn.
+    fn errors_untold(&self) -> bool {
+        bits(self.active).any(|i| self.slots.get(i).is_some_and(|s| s.conn_errors != 0))
     }
 
     fn flush_all(&mut self) {
@@ -843,7 +850,8 @@ impl State {
         }
     }
 
-    /// Reads the sockets the poll reported ready and routes their replies.
+    /// Reads the sockets the poll reported ready and hands their replies to
+    /// the operations they answer.
     fn read_ready(&mut self, ready: u64, now: Instant) {
         for i in 0..self.conns.len() {
             // Only sockets the poll reported: each is read until WouldBlock
@@ -897,17 +905,18 @@ impl State {
         }
     }
 
-    /// Parses every complete reply on connection `i` and puts each in the
-    /// mailbox of the operation it answers.
+    /// Parses every complete reply on connection `i` and hands each to the
+    /// operation it answers. `Err` when the stream is out of step or does
+    /// not parse: the connection must be closed.
     fn dispatch(&mut self, i: usize, now: Instant) -> Result<(), ()> {
         let State {
             conns,
             parser,
             slots,
-            to_notify,
             ..
         } = self;
         let conn = &mut conns[i];
+        let server = ServerId(i as u8);
         let mut used_total = 0;
         let result = loop {
             let input = conn.inbuf.get(used_total..).unwrap_or(&[]);
@@ -919,7 +928,6 @@ impl State {
                     break Err(());
                 }
             };
-            let frame = used_total..used_total + used;
             used_total += used;
             if reply.is_push() {
                 continue;
@@ -931,18 +939,17 @@ impl State {
             };
             match expect {
                 Expect::Op { slot, serial } => {
-                    let slot = usize::from(slot);
-                    // Else: a reply to an operation that already returned.
-                    if let Some(s) = slots.get_mut(slot).filter(|s| s.serial == serial) {
-                        let start = s.inbox.len();
-                        s.inbox.extend_from_slice(&conn.inbuf[frame]);
-                        s.events.push(Event::Reply {
-                            server: i as u8,
-                            generation: conn.generation,
-                            start: start as u32,
-                            end: s.inbox.len() as u32,
-                        });
-                        *to_notify |= bit(slot);
+                    // Else: a reply to an operation that is done already.
+                    let Some(s) = slots.get_mut(usize::from(slot)) else {
+                        continue;
+                    };
+                    if s.serial != serial {
+                        continue;
+                    }
+                    if let Some(Err(_)) = s.call(|op| op.handle_reply(now, server, reply)) {
+                        // The operation had asked this server nothing.
+                        log::warn!("redlock: {} answered a request it was not sent", conn.url);
+                        break Err(());
                     }
                 }
                 Expect::Auth | Expect::Select | Expect::ScriptLoad => {}
@@ -953,24 +960,16 @@ impl State {
                     conn.incarnation = Some((StdInstant::now(), uptime));
                     let started = now.saturating_sub(redlock_core::Duration::from_secs(uptime));
                     // The operations with requests behind it learn it first.
-                    let mut told = 0u64;
                     for e in &conn.expect {
                         let Expect::Op { slot, serial } = *e else {
                             continue;
                         };
-                        let slot = usize::from(slot);
-                        if told & bit(slot) != 0 {
-                            continue;
-                        }
-                        if let Some(s) = slots.get_mut(slot).filter(|s| s.serial == serial) {
-                            s.events.push(Event::Incarnation {
-                                server: i as u8,
-                                started,
-                            });
-                            told |= bit(slot);
+                        if let Some(s) = slots.get_mut(usize::from(slot)) {
+                            if s.serial == serial {
+                                s.call(|op| op.set_incarnation(server, started));
+                            }
                         }
                     }
-                    *to_notify |= told;
                 }
             }
         };
@@ -1024,6 +1023,7 @@ mod tests {
 
     /// Sends nothing. With a deadline: never done, and panics when the
     /// deadline passes. Without: done at once.
+    #[derive(Debug)]
     struct Scripted {
         panic_at: Option<Instant>,
     }
@@ -1060,6 +1060,10 @@ mod tests {
         }
     }
 
+    impl Job for Scripted {
+        fn set_incarnation(&mut self, _: ServerId, _: Instant) {}
+    }
+
     #[test]
     fn a_panicking_operation_leaves_the_transport_usable() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -1078,12 +1082,9 @@ mod tests {
                 let deadline = t
                     .now()
                     .saturating_add(redlock_core::Duration::from_millis(5));
-                t.run(
-                    &mut Scripted {
-                        panic_at: Some(deadline),
-                    },
-                    |_, _, _| {},
-                );
+                t.run(Scripted {
+                    panic_at: Some(deadline),
+                });
             })
             .join();
             let _ = tx.send(joined.is_err());
@@ -1094,7 +1095,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let t = transport.clone();
         std::thread::spawn(move || {
-            let _ = tx.send(t.run(&mut Scripted { panic_at: None }, |_, _, _| {}));
+            let _ = tx.send(t.run(Scripted { panic_at: None }));
         });
         assert_eq!(rx.recv_timeout(StdDuration::from_secs(10)), Ok(7));
         assert_eq!(transport.lock().free.len(), MAX_SLOTS);

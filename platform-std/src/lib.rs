@@ -358,7 +358,8 @@ fn core_duration(d: Duration) -> redlock_core::Duration {
 /// `Send + Sync` and cheap to clone (clones share the connections): use it
 /// from many threads. Requests of all threads to one server are pipelined
 /// over that server's single connection; one thread at a time waits on the
-/// sockets and hands each reply to the thread whose operation it answers.
+/// sockets and drives every thread's operation, and each caller is woken
+/// when its call is finished.
 ///
 /// ```no_run
 /// use std::time::Duration;

@@ -1021,11 +1021,34 @@ mod tests {
     use std::net::TcpListener;
     use std::sync::mpsc;
 
-    /// Sends nothing. With a deadline: never done, and panics when the
-    /// deadline passes. Without: done at once.
+    /// Sends nothing. Without a deadline: done at once, with 7. With one:
+    /// done with 7 when it passes, or panics then if `panics`.
     #[derive(Debug)]
     struct Scripted {
-        panic_at: Option<Instant>,
+        until: Option<Instant>,
+        panics: bool,
+        done: bool,
+    }
+
+    impl Scripted {
+        fn at_once() -> Scripted {
+            Scripted {
+                until: None,
+                panics: false,
+                done: true,
+            }
+        }
+
+        fn after(t: &Transport<Scripted>, ms: u64, panics: bool) -> Scripted {
+            let until = t
+                .now()
+                .saturating_add(redlock_core::Duration::from_millis(ms));
+            Scripted {
+                until: Some(until),
+                panics,
+                done: false,
+            }
+        }
     }
 
     impl Operation for Scripted {
@@ -1046,17 +1069,20 @@ mod tests {
             Ok(())
         }
         fn handle_connection_error(&mut self, _: Instant, _: ServerId) {}
-        fn handle_timeout(&mut self, _: Instant) {
-            assert!(self.panic_at.is_none(), "a broken operation");
+        fn handle_timeout(&mut self, now: Instant) {
+            if self.until.is_some_and(|u| now >= u) {
+                assert!(!self.panics, "a broken operation");
+                self.done = true;
+            }
         }
         fn poll_timeout(&self) -> Option<Instant> {
-            self.panic_at
+            self.until.filter(|_| !self.done)
         }
         fn poll_outcome(&mut self) -> Option<u8> {
-            self.panic_at.is_none().then_some(7)
+            self.done.then_some(7)
         }
         fn is_finished(&self) -> bool {
-            self.panic_at.is_none()
+            self.done
         }
     }
 
@@ -1064,8 +1090,9 @@ mod tests {
         fn set_incarnation(&mut self, _: ServerId, _: Instant) {}
     }
 
-    #[test]
-    fn a_panicking_operation_leaves_the_transport_usable() {
+    /// A transport over one listening socket that never answers (the
+    /// scripted operations send nothing).
+    fn transport() -> (Arc<Transport<Scripted>>, TcpListener) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url: ServerUrl = listener.local_addr().unwrap().to_string().parse().unwrap();
         let config = ConnConfig {
@@ -1074,17 +1101,18 @@ mod tests {
             backoff_max: StdDuration::from_secs(1),
             limits: Limits::DEFAULT,
         };
-        let transport = Arc::new(Transport::new(&[url], config).unwrap());
+        (Arc::new(Transport::new(&[url], config).unwrap()), listener)
+    }
+
+    #[test]
+    fn a_panicking_operation_leaves_the_transport_usable() {
+        let (transport, _listener) = transport();
         let t = transport.clone();
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             let joined = std::thread::spawn(move || {
-                let deadline = t
-                    .now()
-                    .saturating_add(redlock_core::Duration::from_millis(5));
-                t.run(Scripted {
-                    panic_at: Some(deadline),
-                });
+                let op = Scripted::after(&t, 5, true);
+                t.run(op);
             })
             .join();
             let _ = tx.send(joined.is_err());
@@ -1095,9 +1123,40 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let t = transport.clone();
         std::thread::spawn(move || {
-            let _ = tx.send(t.run(Scripted { panic_at: None }));
+            let _ = tx.send(t.run(Scripted::at_once()));
         });
         assert_eq!(rx.recv_timeout(StdDuration::from_secs(10)), Ok(7));
         assert_eq!(transport.lock().free.len(), MAX_SLOTS);
+    }
+
+    #[test]
+    fn an_operation_that_panics_under_another_leader_panics_its_own_caller() {
+        let (transport, _listener) = transport();
+        // A leads (its operation runs for 300 ms); B's operation, driven by
+        // A as the leader, panics after 20 ms.
+        let t = transport.clone();
+        let a = std::thread::spawn(move || {
+            let op = Scripted::after(&t, 300, false);
+            t.run(op)
+        });
+        let give_up = StdInstant::now() + StdDuration::from_secs(10);
+        while !transport.lock().leader {
+            assert!(StdInstant::now() < give_up, "A never led");
+            std::thread::sleep(StdDuration::from_millis(1));
+        }
+        let t = transport.clone();
+        let b = std::thread::spawn(move || {
+            let op = Scripted::after(&t, 20, true);
+            t.run(op)
+        });
+        let b = b.join();
+        let payload = b.expect_err("B's call panics");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"a broken operation"));
+        // A, the leader that ran B's code, went on.
+        assert_eq!(a.join().ok(), Some(7));
+        let st = transport.lock();
+        assert_eq!(st.free.len(), MAX_SLOTS);
+        assert_eq!(st.active, 0);
+        assert!(!st.leader);
     }
 }

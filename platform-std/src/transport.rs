@@ -103,13 +103,20 @@ enum ConnState {
 struct Conn {
     url: ServerUrl,
     addrs: Vec<SocketAddr>,
+    /// The address of `addrs` the next connect tries: connects that fail
+    /// move on to the next one (a host name with an IPv6 and an IPv4
+    /// address, a server listening on one of them), and after all of them
+    /// the name is resolved again.
+    addr_next: usize,
     stream: Option<TcpStream>,
     state: ConnState,
     failures: u32,
     /// Bytes waiting to be written.
     out: Vec<u8>,
-    /// Bytes read and not yet parsed.
+    /// Bytes read are `inbuf[..filled]`; the rest is room for reading, kept
+    /// initialised so that reads do not clear it each time.
     inbuf: Vec<u8>,
+    filled: usize,
     expect: VecDeque<Expect>,
     writable_interest: bool,
     /// `uptime_in_seconds` learnt on the last connect, with when it was read.
@@ -126,6 +133,9 @@ struct Slot<J: Job> {
     /// Servers whose connection failed with requests of this operation on
     /// it, not yet told to the operation (bit i = server i).
     conn_errors: u16,
+    /// `poll_timeout` of the operation as of its last pump (read by the
+    /// leader without calling into the operation).
+    deadline: Option<Instant>,
     /// The outcome is out and nothing is left to send (or the operation
     /// panicked): the owner may take it.
     done: bool,
@@ -142,6 +152,7 @@ impl<J: Job> Slot<J> {
             op: None,
             outcome: None,
             conn_errors: 0,
+            deadline: None,
             done: false,
             panic: None,
             waiting: false,
@@ -263,12 +274,14 @@ impl<J: Job> Transport<J> {
             .map(|url| Conn {
                 url: url.clone(),
                 addrs: Vec::new(),
+                addr_next: 0,
                 stream: None,
                 state: ConnState::Down { retry_at: now },
                 failures: 0,
                 out: Vec::with_capacity(1024),
                 // Room for a chunk read behind a partial reply without growing.
-                inbuf: Vec::with_capacity(2 * READ_CHUNK),
+                inbuf: vec![0u8; 2 * READ_CHUNK],
+                filled: 0,
                 expect: VecDeque::with_capacity(16),
                 writable_interest: false,
                 incarnation: None,
@@ -383,11 +396,23 @@ impl<J: Job> Transport<J> {
             if guard.leading || !st.leader {
                 st.leader = true;
                 guard.leading = true;
-                st = self.lead(st);
+                st = self.lead(st, Some(slot), None);
             } else {
                 st.slots[slot].waiting = true;
                 st = relock(self.wakeups[slot].wait(st));
                 st.slots[slot].waiting = false;
+            }
+        }
+        if guard.leading || !st.leader {
+            // The last thread out writes what is still queued (the releases
+            // of a failed attempt behind a connect, or a write that would
+            // have blocked), so that it does not wait for the next call; at
+            // most for a connect timeout.
+            let until = StdInstant::now() + st.config.connect_timeout;
+            while st.active == 0 && st.unwritten() && StdInstant::now() < until {
+                st.leader = true;
+                guard.leading = true;
+                st = self.lead(st, None, Some(until));
             }
         }
         guard.armed = false;
@@ -411,6 +436,7 @@ impl<J: Job> Transport<J> {
             s.op = None;
             s.outcome = None;
             s.conn_errors = 0;
+            s.deadline = None;
             s.done = false;
             s.panic = None;
             s.waiting = false;
@@ -451,15 +477,29 @@ impl<J: Job> Transport<J> {
     /// One round as the leader: write what is queued, poll without the state
     /// lock (after waking the owners of finished operations), then finish
     /// connects, hand the replies of ready sockets to their operations, and
-    /// let every running operation check its deadlines and send.
-    fn lead<'a>(&'a self, mut st: MutexGuard<'a, State<J>>) -> MutexGuard<'a, State<J>> {
+    /// let every running operation check its deadlines and send. Returns at
+    /// once if the leader's own operation (`own`) is done; polls at most
+    /// until `cap`.
+    fn lead<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State<J>>,
+        own: Option<usize>,
+        cap: Option<StdInstant>,
+    ) -> MutexGuard<'a, State<J>> {
         if st.errors_untold() {
-            // A connection failed since the last pass (a caller's send):
-            // its operations learn it now, not at their next deadline.
+            // A connection failed since the last pass (a caller's send, or
+            // the last write of the previous pass): its operations learn it
+            // now, not at their next deadline.
             st.pump_all(self.now());
+            if own.is_some_and(|o| st.slots[o].done) {
+                return st;
+            }
         }
         st.flush_all();
-        let deadline = st.next_deadline(self.epoch);
+        let deadline = match (st.next_deadline(self.epoch), cap) {
+            (Some(d), Some(c)) => Some(d.min(c)),
+            (d, c) => d.or(c),
+        };
         st.polling = true;
         let wake = core::mem::take(&mut st.to_wake);
         drop(st);
@@ -524,7 +564,7 @@ impl<J: Job> State<J> {
     /// The earliest deadline of any running operation or connect.
     fn next_deadline(&self, epoch: StdInstant) -> Option<StdInstant> {
         let ops = bits(self.active)
-            .filter_map(|i| self.slots.get(i)?.op.as_ref()?.poll_timeout())
+            .filter_map(|i| self.slots.get(i)?.deadline)
             .min()
             .map(|t| std_instant(epoch, t));
         match (ops, self.connect_deadline()) {
@@ -553,15 +593,16 @@ impl<J: Job> State<J> {
             // meanwhile can still be recorded for it (in `conn_errors`).
             let pumped = catch_unwind(AssertUnwindSafe(|| {
                 self.drive(&mut op, slot, serial, now);
-                op.poll_outcome()
+                (op.poll_outcome(), op.is_finished(), op.poll_timeout())
             }));
             let s = &mut self.slots[slot];
             match pumped {
-                Ok(outcome) => {
+                Ok((outcome, finished, deadline)) => {
                     if s.outcome.is_none() {
                         s.outcome = outcome;
                     }
-                    s.done = s.outcome.is_some() && op.is_finished();
+                    s.deadline = deadline;
+                    s.done = s.outcome.is_some() && finished;
                     // Dropped once done: later replies for it are stragglers.
                     if !s.done {
                         s.op = Some(op);
@@ -653,6 +694,10 @@ impl<J: Job> State<J> {
 
     fn connect(&mut self, i: usize) -> io::Result<()> {
         let conn = &mut self.conns[i];
+        if conn.addr_next >= conn.addrs.len() {
+            conn.addrs.clear();
+            conn.addr_next = 0;
+        }
         if conn.addrs.is_empty() {
             conn.addrs = (conn.url.host.as_str(), conn.url.port)
                 .to_socket_addrs()?
@@ -660,7 +705,7 @@ impl<J: Job> State<J> {
         }
         let addr = *conn
             .addrs
-            .first()
+            .get(conn.addr_next)
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))?;
         let mut stream = TcpStream::connect(addr)?;
         self.registry.register(
@@ -674,7 +719,7 @@ impl<J: Job> State<J> {
             since: StdInstant::now(),
         };
         conn.out.clear();
-        conn.inbuf.clear();
+        conn.filled = 0;
         conn.expect.clear();
         // The handshake goes first on the new connection.
         let mut buf = [0u8; 512];
@@ -745,6 +790,11 @@ impl<J: Job> State<J> {
                 }
             }
         }
+        if conn.state != ConnState::Up {
+            // This address did not take a connection: the next connect tries
+            // the next one.
+            conn.addr_next = conn.addr_next.saturating_add(1);
+        }
         conn.failures = conn.failures.saturating_add(1);
         let shift = conn.failures.min(16) - 1;
         let backoff = config
@@ -755,9 +805,17 @@ impl<J: Job> State<J> {
             retry_at: StdInstant::now() + backoff,
         };
         conn.out.clear();
-        conn.inbuf.clear();
+        conn.filled = 0;
         conn.expect.clear();
         conn.writable_interest = false;
+    }
+
+    /// True when bytes wait to be written on a connection that is up or
+    /// connecting.
+    fn unwritten(&self) -> bool {
+        self.conns
+            .iter()
+            .any(|c| !c.out.is_empty() && !matches!(c.state, ConnState::Down { .. }))
     }
 
     /// True when some running operation has a connection error to learn.
@@ -859,17 +917,36 @@ impl<J: Job> State<J> {
             if self.conns[i].state != ConnState::Up || ready & bit(i) == 0 {
                 continue;
             }
-            let read = self.read(i);
-            // Parse what arrived, even before an error, then close on error.
-            let routed = self.dispatch(i, now);
-            if read.is_err() || routed.is_err() {
-                self.fail(i);
+            loop {
+                let read = self.read(i);
+                // Parse what arrived, even before an error, then close on error.
+                let before = self.conns[i].filled;
+                let routed = self.dispatch(i, now);
+                if read.is_err() || routed.is_err() {
+                    self.fail(i);
+                    break;
+                }
+                if matches!(read, Ok(true)) {
+                    break;
+                }
+                // The read stopped at the frame limit, before `WouldBlock`:
+                // more may wait (and no new edge would announce it). If no
+                // reply completed, a frame is larger than the limit.
+                if self.conns[i].filled == before {
+                    log::warn!(
+                        "redlock: {} sent a reply over the size limit",
+                        self.conns[i].url
+                    );
+                    self.fail(i);
+                    break;
+                }
             }
         }
     }
 
-    /// Reads until `WouldBlock`, bounded by the frame limit.
-    fn read(&mut self, i: usize) -> io::Result<()> {
+    /// Reads until `WouldBlock` (true), or until the frame limit is
+    /// buffered (false: parse, then read again).
+    fn read(&mut self, i: usize) -> io::Result<bool> {
         let limits = self.config.limits;
         let limit = limits
             .max_frame_len
@@ -877,30 +954,23 @@ impl<J: Job> State<J> {
             .saturating_add(READ_CHUNK);
         let conn = &mut self.conns[i];
         let Some(stream) = conn.stream.as_mut() else {
-            return Ok(());
+            return Ok(true);
         };
         loop {
-            let start = conn.inbuf.len();
-            if start >= limit {
-                // More than a whole frame buffered: the parser will refuse it.
-                return Ok(());
+            if conn.filled >= limit {
+                return Ok(false);
             }
-            conn.inbuf.resize(start + READ_CHUNK, 0);
-            match stream.read(&mut conn.inbuf[start..]) {
-                Ok(0) => {
-                    conn.inbuf.truncate(start);
-                    return Err(io::ErrorKind::UnexpectedEof.into());
-                }
-                Ok(n) => conn.inbuf.truncate(start + n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    conn.inbuf.truncate(start);
-                    return Ok(());
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => conn.inbuf.truncate(start),
-                Err(e) => {
-                    conn.inbuf.truncate(start);
-                    return Err(e);
-                }
+            if conn.inbuf.len().saturating_sub(conn.filled) < READ_CHUNK {
+                // Grows only while a reply larger than the buffer comes in.
+                conn.inbuf.resize(conn.filled + READ_CHUNK, 0);
+            }
+            let room = conn.inbuf.get_mut(conn.filled..).unwrap_or_default();
+            match stream.read(room) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => conn.filled += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
             }
         }
     }
@@ -919,7 +989,7 @@ impl<J: Job> State<J> {
         let server = ServerId(i as u8);
         let mut used_total = 0;
         let result = loop {
-            let input = conn.inbuf.get(used_total..).unwrap_or(&[]);
+            let input = conn.inbuf.get(used_total..conn.filled).unwrap_or(&[]);
             let (reply, used) = match parser.parse(input) {
                 Ok(Status::Complete(x)) => x,
                 Ok(Status::Incomplete) => break Ok(()),
@@ -973,7 +1043,9 @@ impl<J: Job> State<J> {
                 }
             }
         };
-        conn.inbuf.drain(..used_total.min(conn.inbuf.len()));
+        let used = used_total.min(conn.filled);
+        conn.inbuf.copy_within(used..conn.filled, 0);
+        conn.filled -= used;
         if result.is_ok() && used_total > 0 {
             conn.failures = 0;
         }
@@ -1158,5 +1230,380 @@ mod tests {
         assert_eq!(st.free.len(), MAX_SLOTS);
         assert_eq!(st.active, 0);
         assert!(!st.leader);
+    }
+
+    // Found by a review of the combining leader: each failed before its fix.
+
+    fn config() -> ConnConfig {
+        ConnConfig {
+            connect_timeout: StdDuration::from_secs(1),
+            backoff_min: StdDuration::from_millis(10),
+            backoff_max: StdDuration::from_secs(1),
+            limits: Limits::DEFAULT,
+        }
+    }
+
+    const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
+
+    /// Sends PING; on its reply (slowly) sends a second PING. Finished by
+    /// the second reply or by a connection error.
+    #[derive(Debug)]
+    struct TwoPings {
+        deadline: Instant,
+        sent: u8,
+        replies: u8,
+        errored: bool,
+        taken: bool,
+    }
+
+    impl Operation for TwoPings {
+        type Output = u8;
+        fn poll_transmit(
+            &mut self,
+            _: Instant,
+            buf: &mut [u8],
+        ) -> Result<Option<Transmit>, EncodeError> {
+            if self.errored || self.sent > self.replies || self.sent == 2 {
+                return Ok(None);
+            }
+            buf[..PING.len()].copy_from_slice(PING);
+            self.sent += 1;
+            Ok(Some(Transmit {
+                server: ServerId(0),
+                len: PING.len(),
+            }))
+        }
+        fn handle_reply(
+            &mut self,
+            _: Instant,
+            _: ServerId,
+            _: Reply<'_>,
+        ) -> Result<(), Unsolicited> {
+            if self.replies == 0 {
+                // The server resets the connection meanwhile.
+                std::thread::sleep(StdDuration::from_millis(300));
+            }
+            self.replies += 1;
+            Ok(())
+        }
+        fn handle_connection_error(&mut self, _: Instant, _: ServerId) {
+            self.errored = true;
+        }
+        fn handle_timeout(&mut self, _: Instant) {
+            self.errored = true;
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            (!self.is_finished()).then_some(self.deadline)
+        }
+        fn poll_outcome(&mut self) -> Option<u8> {
+            if self.taken || !self.is_finished() {
+                return None;
+            }
+            self.taken = true;
+            Some(if self.errored { 1 } else { 2 })
+        }
+        fn is_finished(&self) -> bool {
+            self.errored || self.replies == 2
+        }
+    }
+    impl Job for TwoPings {
+        fn set_incarnation(&mut self, _: ServerId, _: Instant) {}
+    }
+
+    /// Answers `n` commands with +OK without reading them, then closes with
+    /// their bytes unread: the kernel resets the connection.
+    fn reset_after(listener: TcpListener, n: usize) {
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            for _ in 0..n {
+                s.write_all(b"+OK\r\n").unwrap();
+            }
+            std::thread::sleep(StdDuration::from_millis(100));
+            drop(s);
+            std::thread::sleep(StdDuration::from_secs(60));
+        });
+    }
+
+    /// The write of the second PING fails (ECONNRESET) in the leader's last
+    /// `flush_all`; the operation learns it at the top of the next `lead`
+    /// and is done: the leader must return, not poll with no deadline.
+    #[test]
+    fn leader_does_not_poll_after_its_operation_is_done() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url: ServerUrl = listener.local_addr().unwrap().to_string().parse().unwrap();
+        // 5 SCRIPT LOAD + INFO + the first PING.
+        reset_after(listener, 7);
+        let t = Arc::new(Transport::new(&[url], config()).unwrap());
+        let (tx, rx) = mpsc::channel();
+        let t2 = t.clone();
+        std::thread::spawn(move || {
+            let deadline = t2
+                .now()
+                .saturating_add(redlock_core::Duration::from_secs(30));
+            let out = t2.run(TwoPings {
+                deadline,
+                sent: 0,
+                replies: 0,
+                errored: false,
+                taken: false,
+            });
+            let _ = tx.send(out);
+        });
+        assert_eq!(rx.recv_timeout(StdDuration::from_secs(5)), Ok(1));
+    }
+
+    /// Not finished at its first `is_finished`, and panics at the second.
+    #[derive(Debug)]
+    struct BadFinish {
+        calls: core::cell::Cell<u8>,
+        taken: bool,
+    }
+    impl Operation for BadFinish {
+        type Output = u8;
+        fn poll_transmit(
+            &mut self,
+            _: Instant,
+            _: &mut [u8],
+        ) -> Result<Option<Transmit>, EncodeError> {
+            Ok(None)
+        }
+        fn handle_reply(
+            &mut self,
+            _: Instant,
+            _: ServerId,
+            _: Reply<'_>,
+        ) -> Result<(), Unsolicited> {
+            Ok(())
+        }
+        fn handle_connection_error(&mut self, _: Instant, _: ServerId) {}
+        fn handle_timeout(&mut self, _: Instant) {}
+        fn poll_timeout(&self) -> Option<Instant> {
+            None
+        }
+        fn poll_outcome(&mut self) -> Option<u8> {
+            (!core::mem::replace(&mut self.taken, true)).then_some(9)
+        }
+        fn is_finished(&self) -> bool {
+            let n = self.calls.get();
+            self.calls.set(n.saturating_add(1));
+            assert!(n == 0, "a broken is_finished");
+            false
+        }
+    }
+    impl Job for BadFinish {
+        fn set_incarnation(&mut self, _: ServerId, _: Instant) {}
+    }
+
+    /// Done at its deadline.
+    #[derive(Debug)]
+    struct Timed {
+        at: Instant,
+        fired: bool,
+        taken: bool,
+    }
+    impl Operation for Timed {
+        type Output = u8;
+        fn poll_transmit(
+            &mut self,
+            _: Instant,
+            _: &mut [u8],
+        ) -> Result<Option<Transmit>, EncodeError> {
+            Ok(None)
+        }
+        fn handle_reply(
+            &mut self,
+            _: Instant,
+            _: ServerId,
+            _: Reply<'_>,
+        ) -> Result<(), Unsolicited> {
+            Ok(())
+        }
+        fn handle_connection_error(&mut self, _: Instant, _: ServerId) {}
+        fn handle_timeout(&mut self, _: Instant) {
+            self.fired = true;
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            (!self.fired).then_some(self.at)
+        }
+        fn poll_outcome(&mut self) -> Option<u8> {
+            (self.fired && !core::mem::replace(&mut self.taken, true)).then_some(7)
+        }
+        fn is_finished(&self) -> bool {
+            self.fired
+        }
+    }
+
+    /// Both jobs in one transport.
+    #[derive(Debug)]
+    enum Two {
+        T(Timed),
+        B(BadFinish),
+    }
+    macro_rules! on {
+        ($s:expr, $o:ident => $e:expr) => {
+            match $s {
+                Two::T($o) => $e,
+                Two::B($o) => $e,
+            }
+        };
+    }
+    impl Operation for Two {
+        type Output = u8;
+        fn poll_transmit(
+            &mut self,
+            n: Instant,
+            b: &mut [u8],
+        ) -> Result<Option<Transmit>, EncodeError> {
+            on!(self, o => o.poll_transmit(n, b))
+        }
+        fn handle_reply(
+            &mut self,
+            n: Instant,
+            s: ServerId,
+            r: Reply<'_>,
+        ) -> Result<(), Unsolicited> {
+            on!(self, o => o.handle_reply(n, s, r))
+        }
+        fn handle_connection_error(&mut self, n: Instant, s: ServerId) {
+            on!(self, o => o.handle_connection_error(n, s))
+        }
+        fn handle_timeout(&mut self, n: Instant) {
+            on!(self, o => o.handle_timeout(n))
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            on!(self, o => o.poll_timeout())
+        }
+        fn poll_outcome(&mut self) -> Option<u8> {
+            on!(self, o => o.poll_outcome())
+        }
+        fn is_finished(&self) -> bool {
+            on!(self, o => o.is_finished())
+        }
+    }
+    impl Job for Two {
+        fn set_incarnation(&mut self, _: ServerId, _: Instant) {}
+    }
+
+    /// B's `is_finished` panics while A leads: A's call must still return 7
+    /// and B's call must panic.
+    #[test]
+    fn a_panic_in_is_finished_stays_with_its_owner() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url: ServerUrl = listener.local_addr().unwrap().to_string().parse().unwrap();
+        let t = Arc::new(Transport::<Two>::new(&[url], config()).unwrap());
+        let (txa, rxa) = mpsc::channel();
+        let ta = t.clone();
+        std::thread::spawn(move || {
+            let at = ta
+                .now()
+                .saturating_add(redlock_core::Duration::from_millis(1500));
+            let r = std::thread::spawn(move || {
+                ta.run(Two::T(Timed {
+                    at,
+                    fired: false,
+                    taken: false,
+                }))
+            })
+            .join();
+            let _ = txa.send(r.ok());
+        });
+        std::thread::sleep(StdDuration::from_millis(200));
+        let (txb, rxb) = mpsc::channel();
+        let tb = t.clone();
+        std::thread::spawn(move || {
+            let r = std::thread::spawn(move || {
+                tb.run(Two::B(BadFinish {
+                    calls: core::cell::Cell::new(0),
+                    taken: false,
+                }))
+            })
+            .join();
+            let _ = txb.send(r.is_err());
+        });
+        let (ra, rb) = (
+            rxa.recv_timeout(StdDuration::from_secs(5)),
+            rxb.recv_timeout(StdDuration::from_secs(5)),
+        );
+        assert_eq!(ra, Ok(Some(7)), "A's call");
+        assert_eq!(rb, Ok(true), "B's call panics");
+    }
+
+    /// Sends one PING and is finished once it is handed out (as the
+    /// releases of a failed acquisition are).
+    #[derive(Debug)]
+    struct FireAndForget {
+        sent: bool,
+        taken: bool,
+    }
+    impl Operation for FireAndForget {
+        type Output = u8;
+        fn poll_transmit(
+            &mut self,
+            _: Instant,
+            buf: &mut [u8],
+        ) -> Result<Option<Transmit>, EncodeError> {
+            if self.sent {
+                return Ok(None);
+            }
+            self.sent = true;
+            buf[..PING.len()].copy_from_slice(PING);
+            Ok(Some(Transmit {
+                server: ServerId(0),
+                len: PING.len(),
+            }))
+        }
+        fn handle_reply(
+            &mut self,
+            _: Instant,
+            _: ServerId,
+            _: Reply<'_>,
+        ) -> Result<(), Unsolicited> {
+            Ok(())
+        }
+        fn handle_connection_error(&mut self, _: Instant, _: ServerId) {}
+        fn handle_timeout(&mut self, _: Instant) {}
+        fn poll_timeout(&self) -> Option<Instant> {
+            None
+        }
+        fn poll_outcome(&mut self) -> Option<u8> {
+            (self.sent && !core::mem::replace(&mut self.taken, true)).then_some(3)
+        }
+        fn is_finished(&self) -> bool {
+            self.sent
+        }
+    }
+    impl Job for FireAndForget {
+        fn set_incarnation(&mut self, _: ServerId, _: Instant) {}
+    }
+
+    /// `run` promises the operation's last requests are sent, also when
+    /// they are queued behind a connect in progress and nobody calls again.
+    #[test]
+    fn what_a_finished_operation_queued_is_sent() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url: ServerUrl = listener.local_addr().unwrap().to_string().parse().unwrap();
+        let t = Transport::new(&[url], config()).unwrap();
+        assert_eq!(
+            t.run(FireAndForget {
+                sent: false,
+                taken: false
+            }),
+            3
+        );
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(StdDuration::from_secs(2))).unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = s.read(&mut buf) {
+            got.extend_from_slice(&buf[..n]);
+            if n == 0 || got.ends_with(PING) {
+                break;
+            }
+        }
+        assert!(
+            got.ends_with(PING),
+            "the server received {} bytes",
+            got.len()
+        );
     }
 }

@@ -193,10 +193,13 @@ impl RedisServer {
             if let Some(status) = self.child.try_wait()? {
                 return Err(io::Error::other(format!("redis-server exited: {status}")));
             }
-            // Any reply (PONG, or NOAUTH when a password is set) means it is up.
+            // Any reply (PONG, or NOAUTH when a password is set) means it is
+            // up, except LOADING: it is still reading its append-only file.
             if let Ok(mut conn) = Conn::connect(self.addr()) {
-                if conn.request(&[b"PING"]).is_ok() {
-                    return Ok(());
+                match conn.request(&[b"PING"]) {
+                    Ok(Value::Error(e)) if e.starts_with(b"LOADING") => {}
+                    Ok(_) => return Ok(()),
+                    Err(_) => {}
                 }
             }
             if Instant::now() > deadline {

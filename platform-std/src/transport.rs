@@ -123,6 +123,16 @@ struct Conn {
     incarnation: Option<(StdInstant, u64)>,
 }
 
+/// What waits to be written, for the last thread out of the transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unwritten {
+    Nothing,
+    /// On a connection that is up, whose socket would have blocked.
+    Blocked,
+    /// Behind a connect in progress.
+    BehindConnect,
+}
+
 /// One running operation, owned by the state while it runs.
 #[derive(Debug)]
 struct Slot<J: Job> {
@@ -231,6 +241,11 @@ const READ_CHUNK: usize = 16 * 1024;
 const MAX_SLOTS: usize = 64;
 
 const WAKE: Token = Token(usize::MAX);
+
+/// How long the last thread out waits for a connect in progress to take
+/// bytes still queued behind it: a working server answers a connect much
+/// faster; one that drops connects is left for the next call to drive.
+const CONNECT_GRACE: StdDuration = StdDuration::from_millis(20);
 
 /// The core's clock reads this many microseconds when the transport is made
 /// (20 years), so that instants before it, such as when a server that has
@@ -404,12 +419,22 @@ impl<J: Job> Transport<J> {
             }
         }
         if guard.leading || !st.leader {
-            // The last thread out writes what is still queued (the releases
-            // of a failed attempt behind a connect, or a write that would
-            // have blocked), so that it does not wait for the next call; at
-            // most for a connect timeout.
-            let until = StdInstant::now() + st.config.connect_timeout;
-            while st.active == 0 && st.unwritten() && StdInstant::now() < until {
+            // The last thread out writes what is still queued (a write that
+            // would have blocked, or the releases of a failed attempt behind
+            // a connect), so that it does not wait for the next call: at most
+            // for a connect timeout on a connection that is up, and briefly
+            // behind a connect (a server that drops connects must not cost
+            // every call a connect timeout).
+            let started = StdInstant::now();
+            while st.active == 0 {
+                let until = match st.unwritten() {
+                    Unwritten::Nothing => break,
+                    Unwritten::Blocked => started + st.config.connect_timeout,
+                    Unwritten::BehindConnect => started + CONNECT_GRACE,
+                };
+                if StdInstant::now() >= until {
+                    break;
+                }
                 st.leader = true;
                 guard.leading = true;
                 st = self.lead(st, None, Some(until));
@@ -810,12 +835,27 @@ impl<J: Job> State<J> {
         conn.writable_interest = false;
     }
 
-    /// True when bytes wait to be written on a connection that is up or
-    /// connecting.
-    fn unwritten(&self) -> bool {
-        self.conns
+    /// Whether bytes wait to be written on a connection that is up (its
+    /// socket would have blocked) or connecting.
+    fn unwritten(&self) -> Unwritten {
+        let waiting = |c: &&Conn| !c.out.is_empty();
+        if self
+            .conns
             .iter()
-            .any(|c| !c.out.is_empty() && !matches!(c.state, ConnState::Down { .. }))
+            .filter(waiting)
+            .any(|c| c.state == ConnState::Up)
+        {
+            Unwritten::Blocked
+        } else if self
+            .conns
+            .iter()
+            .filter(waiting)
+            .any(|c| matches!(c.state, ConnState::Connecting { .. }))
+        {
+            Unwritten::BehindConnect
+        } else {
+            Unwritten::Nothing
+        }
     }
 
     /// True when some running operation has a connection error to learn.

@@ -207,3 +207,40 @@ fn two_stopped_servers_of_five() {
     assert!(lock.valid_until() + Duration::from_millis(1) >= started + ttl - drift);
     c.unlock(&lock).unwrap();
 }
+
+#[test]
+fn a_server_that_drops_connects_costs_no_connect_timeout_per_call() {
+    // A listener whose accept queue is full: the kernel drops the SYNs of
+    // further connects, which hang, as behind a firewall that drops them.
+    let full = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = full.local_addr().unwrap();
+    let mut queued = Vec::new();
+    while let Ok(s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(300)) {
+        queued.push(s);
+        assert!(queued.len() < 10_000, "the accept queue never filled");
+    }
+    let (_setup, mut urls) = setup(2, 0);
+    urls.push(addr.to_string());
+    // A connect timeout far above the request timeout: a call that waited
+    // for the hanging connect would take it.
+    let c = Client::builder()
+        .servers(&urls)
+        .request_timeout(Duration::from_millis(50))
+        .connect_timeout(Duration::from_secs(20))
+        .retry(0, Duration::ZERO)
+        .build()
+        .unwrap();
+    for round in 0..3 {
+        let started = Instant::now();
+        let lock = c.lock(b"res", TTL).unwrap();
+        assert_eq!(lock.report().count(ServerOutcome::Ok), 2);
+        let released = c.unlock(&lock).unwrap();
+        assert_eq!(released.deleted(), 2);
+        assert_eq!(
+            released.report.get(ServerId(2)),
+            Some(ServerOutcome::TimedOut)
+        );
+        let took = started.elapsed();
+        assert!(took < FAST, "round {round}: {took:?}");
+    }
+}

@@ -1128,182 +1128,73 @@ mod tests {
 
     use super::*;
     use alloc::sync::Arc;
+    use core::cell::Cell;
     use redlock_core::redlock_resp::Reply;
     use redlock_core::{Transmit, Unsolicited};
     use std::net::TcpListener;
     use std::sync::mpsc;
 
-    /// Sends nothing. Without a deadline: done at once, with 7. With one:
-    /// done with 7 when it passes, or panics then if `panics`.
-    #[derive(Debug)]
-    struct Scripted {
-        until: Option<Instant>,
-        panics: bool,
-        done: bool,
-    }
-
-    impl Scripted {
-        fn at_once() -> Scripted {
-            Scripted {
-                until: None,
-                panics: false,
-                done: true,
-            }
-        }
-
-        fn after(t: &Transport<Scripted>, ms: u64, panics: bool) -> Scripted {
-            let until = t
-                .now()
-                .saturating_add(redlock_core::Duration::from_millis(ms));
-            Scripted {
-                until: Some(until),
-                panics,
-                done: false,
-            }
-        }
-    }
-
-    impl Operation for Scripted {
-        type Output = u8;
-        fn poll_transmit(
-            &mut self,
-            _: Instant,
-            _: &mut [u8],
-        ) -> Result<Option<Transmit>, EncodeError> {
-            Ok(None)
-        }
-        fn handle_reply(
-            &mut self,
-            _: Instant,
-            _: ServerId,
-            _: Reply<'_>,
-        ) -> Result<(), Unsolicited> {
-            Ok(())
-        }
-        fn handle_connection_error(&mut self, _: Instant, _: ServerId) {}
-        fn handle_timeout(&mut self, now: Instant) {
-            if self.until.is_some_and(|u| now >= u) {
-                assert!(!self.panics, "a broken operation");
-                self.done = true;
-            }
-        }
-        fn poll_timeout(&self) -> Option<Instant> {
-            self.until.filter(|_| !self.done)
-        }
-        fn poll_outcome(&mut self) -> Option<u8> {
-            self.done.then_some(7)
-        }
-        fn is_finished(&self) -> bool {
-            self.done
-        }
-    }
-
-    impl Job for Scripted {
-        fn set_incarnation(&mut self, _: ServerId, _: Instant) {}
-    }
-
-    /// A transport over one listening socket that never answers (the
-    /// scripted operations send nothing).
-    fn transport() -> (Arc<Transport<Scripted>>, TcpListener) {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url: ServerUrl = listener.local_addr().unwrap().to_string().parse().unwrap();
-        let config = ConnConfig {
-            connect_timeout: StdDuration::from_secs(1),
-            backoff_min: StdDuration::from_millis(10),
-            backoff_max: StdDuration::from_secs(1),
-            limits: Limits::DEFAULT,
-        };
-        (Arc::new(Transport::new(&[url], config).unwrap()), listener)
-    }
-
-    #[test]
-    fn a_panicking_operation_leaves_the_transport_usable() {
-        let (transport, _listener) = transport();
-        let t = transport.clone();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let joined = std::thread::spawn(move || {
-                let op = Scripted::after(&t, 5, true);
-                t.run(op);
-            })
-            .join();
-            let _ = tx.send(joined.is_err());
-        });
-        // Unwinding must not deadlock on the state lock.
-        assert_eq!(rx.recv_timeout(StdDuration::from_secs(10)), Ok(true));
-        // The slot and the leader role were given back: another call runs.
-        let (tx, rx) = mpsc::channel();
-        let t = transport.clone();
-        std::thread::spawn(move || {
-            let _ = tx.send(t.run(Scripted::at_once()));
-        });
-        assert_eq!(rx.recv_timeout(StdDuration::from_secs(10)), Ok(7));
-        assert_eq!(transport.lock().free.len(), MAX_SLOTS);
-    }
-
-    #[test]
-    fn an_operation_that_panics_under_another_leader_panics_its_own_caller() {
-        let (transport, _listener) = transport();
-        // A leads (its operation runs for 300 ms); B's operation, driven by
-        // A as the leader, panics after 20 ms.
-        let t = transport.clone();
-        let a = std::thread::spawn(move || {
-            let op = Scripted::after(&t, 300, false);
-            t.run(op)
-        });
-        let give_up = StdInstant::now() + StdDuration::from_secs(10);
-        while !transport.lock().leader {
-            assert!(StdInstant::now() < give_up, "A never led");
-            std::thread::sleep(StdDuration::from_millis(1));
-        }
-        let t = transport.clone();
-        let b = std::thread::spawn(move || {
-            let op = Scripted::after(&t, 20, true);
-            t.run(op)
-        });
-        let b = b.join();
-        let payload = b.expect_err("B's call panics");
-        assert_eq!(payload.downcast_ref::<&str>(), Some(&"a broken operation"));
-        // A, the leader that ran B's code, went on.
-        assert_eq!(a.join().ok(), Some(7));
-        let st = transport.lock();
-        assert_eq!(st.free.len(), MAX_SLOTS);
-        assert_eq!(st.active, 0);
-        assert!(!st.leader);
-    }
-
-    // Found by a review of the combining leader: each failed before its fix.
-
-    fn config() -> ConnConfig {
-        ConnConfig {
-            connect_timeout: StdDuration::from_secs(1),
-            backoff_min: StdDuration::from_millis(10),
-            backoff_max: StdDuration::from_secs(1),
-            limits: Limits::DEFAULT,
-        }
-    }
-
     const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
 
-    /// Sends PING; on its reply (slowly) sends a second PING. Finished by
-    /// the second reply or by a connection error.
-    #[derive(Debug)]
-    struct TwoPings {
-        deadline: Instant,
+    /// A scripted operation. It sends `pings` PINGs to server 0, each after
+    /// the reply to the one before, and is decided by the last reply (or,
+    /// `fire_and_forget`, once the last PING is handed out, as the releases
+    /// of a failed acquisition are), by a connection error (outcome 1), or
+    /// at `until` (outcome 7; a panic instead with `panics`). With neither
+    /// PINGs nor a deadline it is decided at once. The outcome is 7 unless
+    /// a connection failed.
+    #[derive(Debug, Default)]
+    struct TestOp {
+        pings: u8,
+        fire_and_forget: bool,
+        /// Its first reply takes this long to handle.
+        slow_first_reply: Option<StdDuration>,
+        until: Option<Instant>,
+        panics: bool,
+        /// Set: `is_finished` says false once, then panics.
+        finish_calls: Option<Cell<u8>>,
         sent: u8,
         replies: u8,
         errored: bool,
+        timed_out: bool,
         taken: bool,
     }
 
-    impl Operation for TwoPings {
+    impl TestOp {
+        /// Decided at `ms` after now (or panics then).
+        fn after(t: &Transport<TestOp>, ms: u64, panics: bool) -> TestOp {
+            TestOp {
+                until: Some(
+                    t.now()
+                        .saturating_add(redlock_core::Duration::from_millis(ms)),
+                ),
+                panics,
+                ..TestOp::default()
+            }
+        }
+
+        fn decided(&self) -> bool {
+            let answered = if self.fire_and_forget {
+                self.sent == self.pings
+            } else {
+                self.replies == self.pings
+            };
+            self.errored
+                || self.timed_out
+                || (self.pings > 0 && answered)
+                || (self.pings == 0 && self.until.is_none())
+        }
+    }
+
+    impl Operation for TestOp {
         type Output = u8;
         fn poll_transmit(
             &mut self,
             _: Instant,
             buf: &mut [u8],
         ) -> Result<Option<Transmit>, EncodeError> {
-            if self.errored || self.sent > self.replies || self.sent == 2 {
+            let waiting = !self.fire_and_forget && self.sent > self.replies;
+            if self.errored || self.sent == self.pings || waiting {
                 return Ok(None);
             }
             buf[..PING.len()].copy_from_slice(PING);
@@ -1320,8 +1211,9 @@ mod tests {
             _: Reply<'_>,
         ) -> Result<(), Unsolicited> {
             if self.replies == 0 {
-                // The server resets the connection meanwhile.
-                std::thread::sleep(StdDuration::from_millis(300));
+                if let Some(d) = self.slow_first_reply {
+                    std::thread::sleep(d);
+                }
             }
             self.replies += 1;
             Ok(())
@@ -1329,307 +1221,175 @@ mod tests {
         fn handle_connection_error(&mut self, _: Instant, _: ServerId) {
             self.errored = true;
         }
-        fn handle_timeout(&mut self, _: Instant) {
-            self.errored = true;
+        fn handle_timeout(&mut self, now: Instant) {
+            if self.until.is_some_and(|u| now >= u) {
+                assert!(!self.panics, "a broken operation");
+                self.timed_out = true;
+            }
         }
         fn poll_timeout(&self) -> Option<Instant> {
-            (!self.is_finished()).then_some(self.deadline)
+            self.until.filter(|_| !self.decided())
         }
         fn poll_outcome(&mut self) -> Option<u8> {
-            if self.taken || !self.is_finished() {
+            if self.taken || !self.decided() {
                 return None;
             }
             self.taken = true;
-            Some(if self.errored { 1 } else { 2 })
+            Some(if self.errored { 1 } else { 7 })
         }
         fn is_finished(&self) -> bool {
-            self.errored || self.replies == 2
+            if let Some(calls) = &self.finish_calls {
+                let n = calls.get();
+                calls.set(n.saturating_add(1));
+                assert!(n == 0, "a broken is_finished");
+                return false;
+            }
+            self.decided() && (self.errored || self.sent == self.pings)
         }
     }
-    impl Job for TwoPings {
+
+    impl Job for TestOp {
         fn set_incarnation(&mut self, _: ServerId, _: Instant) {}
     }
 
-    /// Answers `n` commands with +OK without reading them, then closes with
-    /// their bytes unread: the kernel resets the connection.
-    fn reset_after(listener: TcpListener, n: usize) {
-        std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            for _ in 0..n {
-                s.write_all(b"+OK\r\n").unwrap();
-            }
-            std::thread::sleep(StdDuration::from_millis(100));
-            drop(s);
-            std::thread::sleep(StdDuration::from_secs(60));
-        });
+    fn config() -> ConnConfig {
+        ConnConfig {
+            connect_timeout: StdDuration::from_secs(1),
+            backoff_min: StdDuration::from_millis(10),
+            backoff_max: StdDuration::from_secs(1),
+            limits: Limits::DEFAULT,
+        }
     }
+
+    /// A transport over one listening socket (nobody accepts unless the
+    /// test does).
+    fn transport() -> (Arc<Transport<TestOp>>, TcpListener) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url: ServerUrl = listener.local_addr().unwrap().to_string().parse().unwrap();
+        (
+            Arc::new(Transport::new(&[url], config()).unwrap()),
+            listener,
+        )
+    }
+
+    /// Runs `op` on its own thread: its outcome, or `None` if it panicked.
+    fn spawn_run(t: &Arc<Transport<TestOp>>, op: TestOp) -> mpsc::Receiver<Option<u8>> {
+        let (tx, rx) = mpsc::channel();
+        let t = t.clone();
+        std::thread::spawn(move || {
+            let joined = std::thread::spawn(move || t.run(op)).join();
+            let _ = tx.send(joined.ok());
+        });
+        rx
+    }
+
+    fn wait_until_led(t: &Transport<TestOp>) {
+        let give_up = StdInstant::now() + StdDuration::from_secs(10);
+        while !t.lock().leader {
+            assert!(StdInstant::now() < give_up, "nobody led");
+            std::thread::sleep(StdDuration::from_millis(1));
+        }
+    }
+
+    fn assert_idle(t: &Transport<TestOp>) {
+        let st = t.lock();
+        assert_eq!(st.free.len(), MAX_SLOTS);
+        assert_eq!(st.active, 0);
+        assert!(!st.leader);
+    }
+
+    const WITHIN: StdDuration = StdDuration::from_secs(10);
+
+    #[test]
+    fn a_panicking_operation_leaves_the_transport_usable() {
+        let (t, _listener) = transport();
+        let op = TestOp::after(&t, 5, true);
+        // Unwinding must not deadlock on the state lock.
+        assert_eq!(spawn_run(&t, op).recv_timeout(WITHIN), Ok(None));
+        // The slot and the leader role were given back: another call runs.
+        let ran = spawn_run(&t, TestOp::default());
+        assert_eq!(ran.recv_timeout(WITHIN), Ok(Some(7)));
+        assert_idle(&t);
+    }
+
+    #[test]
+    fn an_operation_that_panics_under_another_leader_panics_its_own_caller() {
+        let (t, _listener) = transport();
+        // A leads (its operation runs for 300 ms); B's operation, driven by
+        // A as the leader, panics after 20 ms.
+        let a = spawn_run(&t, TestOp::after(&t, 300, false));
+        wait_until_led(&t);
+        let b = std::thread::spawn({
+            let (t, op) = (t.clone(), TestOp::after(&t, 20, true));
+            move || t.run(op)
+        });
+        let payload = b.join().expect_err("B's call panics");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"a broken operation"));
+        // A, the leader that ran B's code, went on.
+        assert_eq!(a.recv_timeout(WITHIN), Ok(Some(7)));
+        assert_idle(&t);
+    }
+
+    // Found by a review of the combining leader: each failed before its fix.
 
     /// The write of the second PING fails (ECONNRESET) in the leader's last
     /// `flush_all`; the operation learns it at the top of the next `lead`
     /// and is done: the leader must return, not poll with no deadline.
     #[test]
     fn leader_does_not_poll_after_its_operation_is_done() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url: ServerUrl = listener.local_addr().unwrap().to_string().parse().unwrap();
-        // 5 SCRIPT LOAD + INFO + the first PING.
-        reset_after(listener, 7);
-        let t = Arc::new(Transport::new(&[url], config()).unwrap());
-        let (tx, rx) = mpsc::channel();
-        let t2 = t.clone();
+        let (t, listener) = transport();
+        // Answers the handshake (5 SCRIPT LOAD, INFO) and the first PING
+        // without reading anything, then closes with the bytes unread: the
+        // kernel resets the connection.
         std::thread::spawn(move || {
-            let deadline = t2
-                .now()
-                .saturating_add(redlock_core::Duration::from_secs(30));
-            let out = t2.run(TwoPings {
-                deadline,
-                sent: 0,
-                replies: 0,
-                errored: false,
-                taken: false,
-            });
-            let _ = tx.send(out);
+            let (mut s, _) = listener.accept().unwrap();
+            s.write_all(&b"+OK\r\n".repeat(7)).unwrap();
+            std::thread::sleep(StdDuration::from_millis(100));
+            drop(s);
+            std::thread::sleep(StdDuration::from_secs(60));
         });
-        assert_eq!(rx.recv_timeout(StdDuration::from_secs(5)), Ok(1));
-    }
-
-    /// Not finished at its first `is_finished`, and panics at the second.
-    #[derive(Debug)]
-    struct BadFinish {
-        calls: core::cell::Cell<u8>,
-        taken: bool,
-    }
-    impl Operation for BadFinish {
-        type Output = u8;
-        fn poll_transmit(
-            &mut self,
-            _: Instant,
-            _: &mut [u8],
-        ) -> Result<Option<Transmit>, EncodeError> {
-            Ok(None)
-        }
-        fn handle_reply(
-            &mut self,
-            _: Instant,
-            _: ServerId,
-            _: Reply<'_>,
-        ) -> Result<(), Unsolicited> {
-            Ok(())
-        }
-        fn handle_connection_error(&mut self, _: Instant, _: ServerId) {}
-        fn handle_timeout(&mut self, _: Instant) {}
-        fn poll_timeout(&self) -> Option<Instant> {
-            None
-        }
-        fn poll_outcome(&mut self) -> Option<u8> {
-            (!core::mem::replace(&mut self.taken, true)).then_some(9)
-        }
-        fn is_finished(&self) -> bool {
-            let n = self.calls.get();
-            self.calls.set(n.saturating_add(1));
-            assert!(n == 0, "a broken is_finished");
-            false
-        }
-    }
-    impl Job for BadFinish {
-        fn set_incarnation(&mut self, _: ServerId, _: Instant) {}
-    }
-
-    /// Done at its deadline.
-    #[derive(Debug)]
-    struct Timed {
-        at: Instant,
-        fired: bool,
-        taken: bool,
-    }
-    impl Operation for Timed {
-        type Output = u8;
-        fn poll_transmit(
-            &mut self,
-            _: Instant,
-            _: &mut [u8],
-        ) -> Result<Option<Transmit>, EncodeError> {
-            Ok(None)
-        }
-        fn handle_reply(
-            &mut self,
-            _: Instant,
-            _: ServerId,
-            _: Reply<'_>,
-        ) -> Result<(), Unsolicited> {
-            Ok(())
-        }
-        fn handle_connection_error(&mut self, _: Instant, _: ServerId) {}
-        fn handle_timeout(&mut self, _: Instant) {
-            self.fired = true;
-        }
-        fn poll_timeout(&self) -> Option<Instant> {
-            (!self.fired).then_some(self.at)
-        }
-        fn poll_outcome(&mut self) -> Option<u8> {
-            (self.fired && !core::mem::replace(&mut self.taken, true)).then_some(7)
-        }
-        fn is_finished(&self) -> bool {
-            self.fired
-        }
-    }
-
-    /// Both jobs in one transport.
-    #[derive(Debug)]
-    enum Two {
-        T(Timed),
-        B(BadFinish),
-    }
-    macro_rules! on {
-        ($s:expr, $o:ident => $e:expr) => {
-            match $s {
-                Two::T($o) => $e,
-                Two::B($o) => $e,
-            }
+        let op = TestOp {
+            pings: 2,
+            // The reset comes meanwhile.
+            slow_first_reply: Some(StdDuration::from_millis(300)),
+            until: Some(
+                t.now()
+                    .saturating_add(redlock_core::Duration::from_secs(30)),
+            ),
+            ..TestOp::default()
         };
-    }
-    impl Operation for Two {
-        type Output = u8;
-        fn poll_transmit(
-            &mut self,
-            n: Instant,
-            b: &mut [u8],
-        ) -> Result<Option<Transmit>, EncodeError> {
-            on!(self, o => o.poll_transmit(n, b))
-        }
-        fn handle_reply(
-            &mut self,
-            n: Instant,
-            s: ServerId,
-            r: Reply<'_>,
-        ) -> Result<(), Unsolicited> {
-            on!(self, o => o.handle_reply(n, s, r))
-        }
-        fn handle_connection_error(&mut self, n: Instant, s: ServerId) {
-            on!(self, o => o.handle_connection_error(n, s))
-        }
-        fn handle_timeout(&mut self, n: Instant) {
-            on!(self, o => o.handle_timeout(n))
-        }
-        fn poll_timeout(&self) -> Option<Instant> {
-            on!(self, o => o.poll_timeout())
-        }
-        fn poll_outcome(&mut self) -> Option<u8> {
-            on!(self, o => o.poll_outcome())
-        }
-        fn is_finished(&self) -> bool {
-            on!(self, o => o.is_finished())
-        }
-    }
-    impl Job for Two {
-        fn set_incarnation(&mut self, _: ServerId, _: Instant) {}
+        let ran = spawn_run(&t, op);
+        assert_eq!(ran.recv_timeout(StdDuration::from_secs(5)), Ok(Some(1)));
     }
 
-    /// B's `is_finished` panics while A leads: A's call must still return 7
-    /// and B's call must panic.
+    /// B's `is_finished` panics (outside the operation's pump proper) while
+    /// A leads: A's call still returns, and B's call panics.
     #[test]
     fn a_panic_in_is_finished_stays_with_its_owner() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url: ServerUrl = listener.local_addr().unwrap().to_string().parse().unwrap();
-        let t = Arc::new(Transport::<Two>::new(&[url], config()).unwrap());
-        let (txa, rxa) = mpsc::channel();
-        let ta = t.clone();
-        std::thread::spawn(move || {
-            let at = ta
-                .now()
-                .saturating_add(redlock_core::Duration::from_millis(1500));
-            let r = std::thread::spawn(move || {
-                ta.run(Two::T(Timed {
-                    at,
-                    fired: false,
-                    taken: false,
-                }))
-            })
-            .join();
-            let _ = txa.send(r.ok());
-        });
-        std::thread::sleep(StdDuration::from_millis(200));
-        let (txb, rxb) = mpsc::channel();
-        let tb = t.clone();
-        std::thread::spawn(move || {
-            let r = std::thread::spawn(move || {
-                tb.run(Two::B(BadFinish {
-                    calls: core::cell::Cell::new(0),
-                    taken: false,
-                }))
-            })
-            .join();
-            let _ = txb.send(r.is_err());
-        });
-        let (ra, rb) = (
-            rxa.recv_timeout(StdDuration::from_secs(5)),
-            rxb.recv_timeout(StdDuration::from_secs(5)),
-        );
-        assert_eq!(ra, Ok(Some(7)), "A's call");
-        assert_eq!(rb, Ok(true), "B's call panics");
-    }
-
-    /// Sends one PING and is finished once it is handed out (as the
-    /// releases of a failed acquisition are).
-    #[derive(Debug)]
-    struct FireAndForget {
-        sent: bool,
-        taken: bool,
-    }
-    impl Operation for FireAndForget {
-        type Output = u8;
-        fn poll_transmit(
-            &mut self,
-            _: Instant,
-            buf: &mut [u8],
-        ) -> Result<Option<Transmit>, EncodeError> {
-            if self.sent {
-                return Ok(None);
-            }
-            self.sent = true;
-            buf[..PING.len()].copy_from_slice(PING);
-            Ok(Some(Transmit {
-                server: ServerId(0),
-                len: PING.len(),
-            }))
-        }
-        fn handle_reply(
-            &mut self,
-            _: Instant,
-            _: ServerId,
-            _: Reply<'_>,
-        ) -> Result<(), Unsolicited> {
-            Ok(())
-        }
-        fn handle_connection_error(&mut self, _: Instant, _: ServerId) {}
-        fn handle_timeout(&mut self, _: Instant) {}
-        fn poll_timeout(&self) -> Option<Instant> {
-            None
-        }
-        fn poll_outcome(&mut self) -> Option<u8> {
-            (self.sent && !core::mem::replace(&mut self.taken, true)).then_some(3)
-        }
-        fn is_finished(&self) -> bool {
-            self.sent
-        }
-    }
-    impl Job for FireAndForget {
-        fn set_incarnation(&mut self, _: ServerId, _: Instant) {}
+        let (t, _listener) = transport();
+        let a = spawn_run(&t, TestOp::after(&t, 1500, false));
+        wait_until_led(&t);
+        let b = TestOp {
+            finish_calls: Some(Cell::new(0)),
+            ..TestOp::default()
+        };
+        let b = spawn_run(&t, b);
+        assert_eq!(b.recv_timeout(WITHIN), Ok(None), "B's call panics");
+        assert_eq!(a.recv_timeout(WITHIN), Ok(Some(7)), "A's call");
+        assert_idle(&t);
     }
 
     /// `run` promises the operation's last requests are sent, also when
     /// they are queued behind a connect in progress and nobody calls again.
     #[test]
     fn what_a_finished_operation_queued_is_sent() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url: ServerUrl = listener.local_addr().unwrap().to_string().parse().unwrap();
-        let t = Transport::new(&[url], config()).unwrap();
-        assert_eq!(
-            t.run(FireAndForget {
-                sent: false,
-                taken: false
-            }),
-            3
-        );
+        let (t, listener) = transport();
+        let op = TestOp {
+            pings: 1,
+            fire_and_forget: true,
+            ..TestOp::default()
+        };
+        assert_eq!(t.run(op), 7);
         let (mut s, _) = listener.accept().unwrap();
         s.set_read_timeout(Some(StdDuration::from_secs(2))).unwrap();
         let mut got = Vec::new();

@@ -103,10 +103,13 @@ enum ConnState {
 struct Conn {
     url: ServerUrl,
     addrs: Vec<SocketAddr>,
+    /// When `addrs` was resolved.
+    resolved_at: Option<StdInstant>,
     /// The address of `addrs` the next connect tries: connects that fail
     /// move on to the next one (a host name with an IPv6 and an IPv4
     /// address, a server listening on one of them), and after all of them
-    /// the name is resolved again.
+    /// start over, with the name resolved again if the list is older than
+    /// [`RESOLVE_AGAIN`].
     addr_next: usize,
     stream: Option<TcpStream>,
     state: ConnState,
@@ -242,6 +245,10 @@ const MAX_SLOTS: usize = 64;
 
 const WAKE: Token = Token(usize::MAX);
 
+/// A host name is resolved again, after connects to all of its addresses
+/// failed, at most this often.
+const RESOLVE_AGAIN: StdDuration = StdDuration::from_secs(30);
+
 /// How long the last thread out waits for a connect in progress to take
 /// bytes still queued behind it: a working server answers a connect much
 /// faster; one that drops connects is left for the next call to drive.
@@ -282,13 +289,18 @@ fn bits(mut mask: u64) -> impl Iterator<Item = usize> {
 }
 
 impl<J: Job> Transport<J> {
-    pub(crate) fn new(urls: &[ServerUrl], config: ConnConfig) -> io::Result<Transport<J>> {
+    pub(crate) fn new(urls: &[ServerUrl], mut config: ConnConfig) -> io::Result<Transport<J>> {
+        // `Instant + connect_timeout` must not overflow (`Duration::MAX`).
+        config.connect_timeout = config.connect_timeout.min(StdDuration::from_secs(1 << 32));
         let now = StdInstant::now();
         let conns = urls
             .iter()
             .map(|url| Conn {
                 url: url.clone(),
-                addrs: Vec::new(),
+                // Resolved here, outside the state lock (a name lookup may
+                // block); if it fails now, the first connect tries again.
+                addrs: resolve(url).unwrap_or_default(),
+                resolved_at: Some(now),
                 addr_next: 0,
                 stream: None,
                 state: ConnState::Down { retry_at: now },
@@ -427,6 +439,9 @@ impl<J: Job> Transport<J> {
             // every call a connect timeout).
             let started = StdInstant::now();
             while st.active == 0 {
+                // What can be written now is, first: a pass as the leader
+                // would write it and then sleep until some event.
+                st.flush_all();
                 let until = match st.unwritten() {
                     Unwritten::Nothing => break,
                     Unwritten::Blocked => started + st.config.connect_timeout,
@@ -511,16 +526,22 @@ impl<J: Job> Transport<J> {
         own: Option<usize>,
         cap: Option<StdInstant>,
     ) -> MutexGuard<'a, State<J>> {
-        if st.errors_untold() {
-            // A connection failed since the last pass (a caller's send, or
-            // the last write of the previous pass): its operations learn it
-            // now, not at their next deadline.
+        loop {
+            st.flush_all();
+            if !st.errors_untold() {
+                break;
+            }
+            // A connection failed since the last pass (a caller's send, the
+            // last write of the previous pass, or the write just above; a
+            // failed socket is deregistered, so no event would tell): its
+            // operations learn it now, not at their next deadline. Each turn
+            // needs a new failure, and a failed connection stays down for a
+            // backoff: this ends.
             st.pump_all(self.now());
             if own.is_some_and(|o| st.slots[o].done) {
                 return st;
             }
         }
-        st.flush_all();
         let deadline = match (st.next_deadline(self.epoch), cap) {
             (Some(d), Some(c)) => Some(d.min(c)),
             (d, c) => d.or(c),
@@ -720,26 +741,25 @@ impl<J: Job> State<J> {
     fn connect(&mut self, i: usize) -> io::Result<()> {
         let conn = &mut self.conns[i];
         if conn.addr_next >= conn.addrs.len() {
-            conn.addrs.clear();
             conn.addr_next = 0;
+            // Resolved again under the state lock (a name lookup blocks
+            // every caller meanwhile): only when there is no address, or
+            // rarely.
+            let stale = conn
+                .resolved_at
+                .is_none_or(|t| t.elapsed() >= RESOLVE_AGAIN);
+            if conn.addrs.is_empty() || stale {
+                conn.resolved_at = Some(StdInstant::now());
+                conn.addrs = resolve(&conn.url)?;
+            }
         }
         if conn.addrs.is_empty() {
-            conn.addrs = (conn.url.host.as_str(), conn.url.port)
-                .to_socket_addrs()?
-                .collect();
+            return Err(io::Error::new(io::ErrorKind::NotFound, "no address"));
         }
-        let addr = *conn
-            .addrs
-            .get(conn.addr_next)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))?;
-        let mut stream = TcpStream::connect(addr)?;
-        self.registry.register(
-            &mut stream,
-            Token(i),
-            Interest::READABLE | Interest::WRITABLE,
-        )?;
-        conn.stream = Some(stream);
-        conn.writable_interest = true;
+        if !open_stream(conn, &self.registry, Token(i)) {
+            return Err(io::Error::other("no address took a connection"));
+        }
+        let conn = &mut self.conns[i];
         conn.state = ConnState::Connecting {
             since: StdInstant::now(),
         };
@@ -781,6 +801,25 @@ impl<J: Job> State<J> {
             conn.expect.push_back(Expect::Info);
         }
         Ok(())
+    }
+
+    /// A connect that failed moves on to the host's next address at once,
+    /// with the handshake and the requests queued behind it (nothing was
+    /// written yet); with no address left, the connection fails.
+    fn fail_connect(&mut self, i: usize) {
+        let conn = &mut self.conns[i];
+        if let Some(mut s) = conn.stream.take() {
+            let _ = self.registry.deregister(&mut s);
+        }
+        conn.addr_next = conn.addr_next.saturating_add(1);
+        if open_stream(conn, &self.registry, Token(i)) {
+            log::debug!("redlock: connecting to the next address of {}", conn.url);
+            conn.state = ConnState::Connecting {
+                since: StdInstant::now(),
+            };
+        } else {
+            self.fail(i);
+        }
     }
 
     /// Closes server `i`'s connection after an error; it may reconnect after
@@ -941,8 +980,10 @@ impl<J: Job> State<J> {
                         self.fail(i);
                     }
                 }
-                Some(false) => self.fail(i),
-                None if StdInstant::now() >= since + self.config.connect_timeout => self.fail(i),
+                Some(false) => self.fail_connect(i),
+                None if StdInstant::now() >= since + self.config.connect_timeout => {
+                    self.fail_connect(i)
+                }
                 None => {}
             }
         }
@@ -1091,6 +1132,35 @@ impl<J: Job> State<J> {
         }
         result
     }
+}
+
+/// Starts a non-blocking connect to `conn`'s address `addr_next`, or the
+/// first of the next ones that takes it, registered for readiness. False
+/// when none is left (then `addr_next` is past the end of the list).
+fn open_stream(conn: &mut Conn, registry: &Registry, token: Token) -> bool {
+    while let Some(&addr) = conn.addrs.get(conn.addr_next) {
+        let opened = TcpStream::connect(addr).and_then(|mut stream| {
+            registry.register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)?;
+            Ok(stream)
+        });
+        match opened {
+            Ok(stream) => {
+                conn.stream = Some(stream);
+                conn.writable_interest = true;
+                return true;
+            }
+            Err(e) => {
+                log::debug!("redlock: cannot connect to {addr} ({}): {e}", conn.url);
+                conn.addr_next = conn.addr_next.saturating_add(1);
+            }
+        }
+    }
+    false
+}
+
+/// The addresses of `url`'s host (a name lookup for a host name).
+fn resolve(url: &ServerUrl) -> io::Result<Vec<SocketAddr>> {
+    Ok((url.host.as_str(), url.port).to_socket_addrs()?.collect())
 }
 
 /// `uptime_in_seconds:N` from the text of `INFO server`.
@@ -1405,5 +1475,265 @@ mod tests {
             "the server received {} bytes",
             got.len()
         );
+    }
+
+    // Found by a second review.
+
+    /// The connection was reset while the client was idle; the next call's
+    /// first write (at the top of `lead`) fails. The operation must learn it
+    /// at once, not at its deadline.
+    #[test]
+    fn a_write_failing_before_the_poll_is_told_at_once() {
+        let (t, listener) = transport();
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.write_all(&b"+OK\r\n".repeat(7)).unwrap();
+            std::thread::sleep(StdDuration::from_millis(100));
+            drop(s); // unread bytes: a reset
+            std::thread::sleep(StdDuration::from_secs(60));
+        });
+        let op = TestOp {
+            pings: 1,
+            ..TestOp::default()
+        };
+        assert_eq!(t.run(op), 7);
+        std::thread::sleep(StdDuration::from_millis(300)); // the reset arrives
+        let op = TestOp {
+            pings: 1,
+            until: Some(
+                t.now()
+                    .saturating_add(redlock_core::Duration::from_secs(30)),
+            ),
+            ..TestOp::default()
+        };
+        let started = StdInstant::now();
+        assert_eq!(t.run(op), 1);
+        let took = started.elapsed();
+        assert!(took < StdDuration::from_secs(10), "told after {took:?}");
+    }
+
+    /// An operation done in its caller's own first pump (requests queued,
+    /// nothing awaited): the last thread out writes them and must not then
+    /// sleep until some event or the connect timeout.
+    #[test]
+    fn the_last_thread_out_does_not_sleep_after_writing_everything() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url: ServerUrl = listener.local_addr().unwrap().to_string().parse().unwrap();
+        let config = ConnConfig {
+            connect_timeout: StdDuration::from_secs(60),
+            ..config()
+        };
+        let t: Transport<TestOp> = Transport::new(&[url], config).unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            // The handshake and the first PING; later PINGs go unanswered.
+            s.write_all(&b"+OK\r\n".repeat(7)).unwrap();
+            std::thread::sleep(StdDuration::from_secs(120));
+        });
+        let op = TestOp {
+            pings: 1,
+            ..TestOp::default()
+        };
+        assert_eq!(t.run(op), 7);
+        let started = StdInstant::now();
+        let op = TestOp {
+            pings: 1,
+            fire_and_forget: true,
+            ..TestOp::default()
+        };
+        assert_eq!(t.run(op), 7);
+        let took = started.elapsed();
+        assert!(took < StdDuration::from_secs(10), "took {took:?}");
+    }
+
+    #[test]
+    fn a_huge_connect_timeout_does_not_overflow() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url: ServerUrl = listener.local_addr().unwrap().to_string().parse().unwrap();
+        let config = ConnConfig {
+            connect_timeout: StdDuration::MAX,
+            ..config()
+        };
+        let t: Transport<TestOp> = Transport::new(&[url], config).unwrap();
+        let op = TestOp {
+            pings: 1,
+            until: Some(
+                t.now()
+                    .saturating_add(redlock_core::Duration::from_millis(200)),
+            ),
+            ..TestOp::default()
+        };
+        assert_eq!(t.run(op), 7);
+    }
+
+    /// Replies in odd fragments, one a 30 KB bulk (INFO) across the read
+    /// chunk, then the PING's reply.
+    #[test]
+    fn fragmented_and_large_replies_are_put_together() {
+        let (t, listener) = transport();
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut all = b"+OK\r\n".repeat(5);
+            let body = vec![b'x'; 30_000];
+            all.extend_from_slice(format!("${}\r\n", body.len()).as_bytes());
+            all.extend_from_slice(&body);
+            all.extend_from_slice(b"\r\n+PONG\r\n");
+            for (k, c) in all.chunks(7_001).enumerate() {
+                for piece in c.chunks(if k % 2 == 0 { 3 } else { 7_001 }) {
+                    s.write_all(piece).unwrap();
+                }
+                std::thread::sleep(StdDuration::from_millis(5));
+            }
+            std::thread::sleep(StdDuration::from_secs(60));
+        });
+        let op = TestOp {
+            pings: 1,
+            until: Some(
+                t.now()
+                    .saturating_add(redlock_core::Duration::from_secs(30)),
+            ),
+            ..TestOp::default()
+        };
+        assert_eq!(t.run(op), 7);
+    }
+
+    /// Far more than the read limit arrives at once (900 replies of 1 KB
+    /// to finished operations), then the reply of a running one: it is read
+    /// although no new data would announce it.
+    #[test]
+    fn replies_past_the_read_limit_are_all_read() {
+        let (t, listener) = transport();
+        let (tx, rx) = mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.write_all(&b"+OK\r\n".repeat(6)).unwrap();
+            rx.recv().unwrap();
+            let mut all = Vec::new();
+            for _ in 0..900 {
+                all.extend_from_slice(b"$1000\r\n");
+                all.extend_from_slice(&[b'y'; 1000]);
+                all.extend_from_slice(b"\r\n");
+            }
+            all.extend_from_slice(b"+PONG\r\n");
+            s.write_all(&all).unwrap();
+            std::thread::sleep(StdDuration::from_secs(60));
+        });
+        // 900 requests whose replies nobody waits for.
+        for pings in [200, 200, 100, 100, 100, 100, 100] {
+            let op = TestOp {
+                pings,
+                fire_and_forget: true,
+                ..TestOp::default()
+            };
+            assert_eq!(t.run(op), 7);
+        }
+        let op = TestOp {
+            pings: 1,
+            until: Some(
+                t.now()
+                    .saturating_add(redlock_core::Duration::from_secs(60)),
+            ),
+            ..TestOp::default()
+        };
+        let started = StdInstant::now();
+        let ran = spawn_run(&t, op);
+        std::thread::sleep(StdDuration::from_millis(100));
+        tx.send(()).unwrap();
+        assert_eq!(ran.recv_timeout(StdDuration::from_secs(90)), Ok(Some(7)));
+        let took = started.elapsed();
+        assert!(took < StdDuration::from_secs(20), "took {took:?}");
+    }
+
+    /// A server that answers +OK to every command, on any connection.
+    fn serve_ok(listener: TcpListener) {
+        std::thread::spawn(move || {
+            for s in listener.incoming() {
+                let Ok(mut s) = s else { return };
+                std::thread::spawn(move || {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 65536];
+                    loop {
+                        let n = match s.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        buf.extend_from_slice(&chunk[..n]);
+                        let mut out = Vec::new();
+                        while let Ok(Status::Complete((_, used))) =
+                            redlock_core::redlock_resp::parse_reply(&buf)
+                        {
+                            buf.drain(..used);
+                            out.extend_from_slice(b"+OK\r\n");
+                        }
+                        if s.write_all(&out).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+    }
+
+    /// More threads than slots, each making many calls of every shape.
+    #[test]
+    fn a_hundred_threads_make_many_calls() {
+        let (t, listener) = transport();
+        serve_ok(listener);
+        let (tx, rx) = mpsc::channel();
+        let t2 = t.clone();
+        std::thread::spawn(move || {
+            let handles: Vec<_> = (0..100u64)
+                .map(|k| {
+                    let t = t2.clone();
+                    std::thread::spawn(move || {
+                        (0..50u64).all(|j| {
+                            let op = TestOp {
+                                pings: ((k + j) % 3 + 1) as u8,
+                                fire_and_forget: (k + j) % 5 == 0,
+                                until: Some(
+                                    t.now()
+                                        .saturating_add(redlock_core::Duration::from_secs(60)),
+                                ),
+                                ..TestOp::default()
+                            };
+                            t.run(op) == 7
+                        })
+                    })
+                })
+                .collect();
+            let all = handles.into_iter().all(|h| h.join().unwrap_or(false));
+            let _ = tx.send(all);
+        });
+        assert_eq!(rx.recv_timeout(StdDuration::from_secs(120)), Ok(true));
+        assert_idle(&t);
+    }
+
+    /// A host with two addresses, the first refusing connects (a name that
+    /// resolves to `::1` and `127.0.0.1`, a server on one of them): the
+    /// first call already goes through, on the second address.
+    #[test]
+    fn a_refused_address_moves_the_connect_to_the_next_one() {
+        let (t, listener) = transport();
+        let live = listener.local_addr().unwrap();
+        serve_ok(listener);
+        let dead = {
+            let gone = TcpListener::bind("127.0.0.1:0").unwrap();
+            gone.local_addr().unwrap()
+        };
+        {
+            let mut st = t.lock();
+            st.conns[0].addrs = vec![dead, live];
+            st.conns[0].addr_next = 0;
+        }
+        let op = TestOp {
+            pings: 1,
+            until: Some(
+                t.now()
+                    .saturating_add(redlock_core::Duration::from_secs(30)),
+            ),
+            ..TestOp::default()
+        };
+        assert_eq!(t.run(op), 7, "no connection error on the first call");
+        assert_eq!(t.lock().conns[0].addr_next, 1);
     }
 }

@@ -1231,6 +1231,14 @@ mod tests {
     }
 
     impl TestOp {
+        /// One PING, awaited until `ms` after now.
+        fn ping(t: &Transport<TestOp>, ms: u64) -> TestOp {
+            TestOp {
+                pings: 1,
+                ..TestOp::after(t, ms, false)
+            }
+        }
+
         /// Decided at `ms` after now (or panics then).
         fn after(t: &Transport<TestOp>, ms: u64, panics: bool) -> TestOp {
             TestOp {
@@ -1334,12 +1342,13 @@ mod tests {
     /// A transport over one listening socket (nobody accepts unless the
     /// test does).
     fn transport() -> (Arc<Transport<TestOp>>, TcpListener) {
+        transport_with(config())
+    }
+
+    fn transport_with(config: ConnConfig) -> (Arc<Transport<TestOp>>, TcpListener) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url: ServerUrl = listener.local_addr().unwrap().to_string().parse().unwrap();
-        (
-            Arc::new(Transport::new(&[url], config()).unwrap()),
-            listener,
-        )
+        (Arc::new(Transport::new(&[url], config).unwrap()), listener)
     }
 
     /// Runs `op` on its own thread: its outcome, or `None` if it panicked.
@@ -1498,14 +1507,7 @@ mod tests {
         };
         assert_eq!(t.run(op), 7);
         std::thread::sleep(StdDuration::from_millis(300)); // the reset arrives
-        let op = TestOp {
-            pings: 1,
-            until: Some(
-                t.now()
-                    .saturating_add(redlock_core::Duration::from_secs(30)),
-            ),
-            ..TestOp::default()
-        };
+        let op = TestOp::ping(&t, 30_000);
         let started = StdInstant::now();
         assert_eq!(t.run(op), 1);
         let took = started.elapsed();
@@ -1517,13 +1519,10 @@ mod tests {
     /// sleep until some event or the connect timeout.
     #[test]
     fn the_last_thread_out_does_not_sleep_after_writing_everything() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url: ServerUrl = listener.local_addr().unwrap().to_string().parse().unwrap();
-        let config = ConnConfig {
+        let (t, listener) = transport_with(ConnConfig {
             connect_timeout: StdDuration::from_secs(60),
             ..config()
-        };
-        let t: Transport<TestOp> = Transport::new(&[url], config).unwrap();
+        });
         std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
             // The handshake and the first PING; later PINGs go unanswered.
@@ -1548,21 +1547,11 @@ mod tests {
 
     #[test]
     fn a_huge_connect_timeout_does_not_overflow() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url: ServerUrl = listener.local_addr().unwrap().to_string().parse().unwrap();
-        let config = ConnConfig {
+        let (t, _listener) = transport_with(ConnConfig {
             connect_timeout: StdDuration::MAX,
             ..config()
-        };
-        let t: Transport<TestOp> = Transport::new(&[url], config).unwrap();
-        let op = TestOp {
-            pings: 1,
-            until: Some(
-                t.now()
-                    .saturating_add(redlock_core::Duration::from_millis(200)),
-            ),
-            ..TestOp::default()
-        };
+        });
+        let op = TestOp::ping(&t, 200);
         assert_eq!(t.run(op), 7);
     }
 
@@ -1586,14 +1575,7 @@ mod tests {
             }
             std::thread::sleep(StdDuration::from_secs(60));
         });
-        let op = TestOp {
-            pings: 1,
-            until: Some(
-                t.now()
-                    .saturating_add(redlock_core::Duration::from_secs(30)),
-            ),
-            ..TestOp::default()
-        };
+        let op = TestOp::ping(&t, 30_000);
         assert_eq!(t.run(op), 7);
     }
 
@@ -1627,14 +1609,7 @@ mod tests {
             };
             assert_eq!(t.run(op), 7);
         }
-        let op = TestOp {
-            pings: 1,
-            until: Some(
-                t.now()
-                    .saturating_add(redlock_core::Duration::from_secs(60)),
-            ),
-            ..TestOp::default()
-        };
+        let op = TestOp::ping(&t, 60_000);
         let started = StdInstant::now();
         let ran = spawn_run(&t, op);
         std::thread::sleep(StdDuration::from_millis(100));
@@ -1725,14 +1700,7 @@ mod tests {
             st.conns[0].addrs = vec![dead, live];
             st.conns[0].addr_next = 0;
         }
-        let op = TestOp {
-            pings: 1,
-            until: Some(
-                t.now()
-                    .saturating_add(redlock_core::Duration::from_secs(30)),
-            ),
-            ..TestOp::default()
-        };
+        let op = TestOp::ping(&t, 30_000);
         assert_eq!(t.run(op), 7, "no connection error on the first call");
         assert_eq!(t.lock().conns[0].addr_next, 1);
     }

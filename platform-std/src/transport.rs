@@ -591,6 +591,7 @@ impl<J: Job> Drop for SlotGuard<'_, J> {
             let mut st = self.transport.lock();
             if self.leading {
                 st.polling = false;
+                st.woken = false;
             }
             self.transport.finish(st, self.slot, self.leading);
         }

@@ -189,7 +189,8 @@ impl Engine {
         self.slots.get_mut(..self.n).unwrap_or_default()
     }
 
-    /// A2: a new round: every server gets `request` and a deadline.
+    /// A2: a new round: every server gets `request` (its deadline starts
+    /// when it is sent).
     pub(crate) fn start_round(&mut self, request: Request) {
         self.force_eval = false;
         self.begin(request);

@@ -4,6 +4,7 @@ use rand_core::TryCryptoRng;
 use redlock_resp::{EncodeError, Reply};
 
 use crate::config::Config;
+use crate::handshake::SetupError;
 use crate::lock::{ArgumentError, FailureKind, Lock, normalize_ttl};
 use crate::operation::Operation;
 use crate::report::{Report, ServerId, ServerOutcome, Servers};
@@ -190,6 +191,7 @@ impl<R: AsRef<[u8]>> Acquire<R> {
             Phase::Voting | Phase::Fencing(_) => {}
             Phase::Backoff(_) | Phase::Done => return,
         }
+        let mut fence_lost = false;
         let (reached, impossible) = if self.phase == Phase::Voting && self.config.fencing {
             // F1 repair. A server without a counter may have lost its data.
             // Its vote counts only once counters were read from a majority
@@ -213,6 +215,11 @@ impl<R: AsRef<[u8]>> Acquire<R> {
             };
             let pending = e.pending();
             let hopeless = pending == 0 || voted.saturating_add(pending) < quorum;
+            // Every server answered and a majority voted, yet too few
+            // counters are known: the counters were lost, not the servers,
+            // and waiting does not bring them back.
+            fence_lost =
+                voted >= quorum && counted < quorum && e.count_answered_where(|_| true) == n;
             (counted >= quorum, counted < quorum && hopeless)
         } else {
             let ok = self.engine.count(ServerOutcome::Ok);
@@ -258,7 +265,11 @@ impl<R: AsRef<[u8]>> Acquire<R> {
         }
         if impossible {
             // Not enough servers left to reach a majority.
-            let kind = self.classify(quorum);
+            let kind = if fence_lost {
+                FailureKind::FenceLost
+            } else {
+                self.classify(quorum)
+            };
             self.fail(now, kind);
         }
     }
@@ -276,6 +287,7 @@ impl<R: AsRef<[u8]>> Acquire<R> {
             .count(ServerOutcome::Ok)
             .saturating_add(held)
             .saturating_add(e.count(ServerOutcome::Restarted))
+            .saturating_add(e.count(ServerOutcome::RestartUnknown))
             .saturating_add(e.count(ServerOutcome::Pending));
         if held > 0 && not_failed >= quorum {
             FailureKind::Conflict
@@ -298,7 +310,10 @@ impl<R: AsRef<[u8]>> Acquire<R> {
             .saturating_add(attempt)
             .saturating_add(self.next_jitter());
         // A6: the number of retries (or a deadline) is bounded.
-        let may_retry = self.attempts <= self.config.retry.retries
+        // Lost fence counters (every server answered) do not come back by
+        // waiting: only a repair helps.
+        let may_retry = kind != FailureKind::FenceLost
+            && self.attempts <= self.config.retry.retries
             && self.deadline.is_none_or(|d| retry_at <= d);
         if may_retry {
             self.phase = Phase::Backoff(retry_at);
@@ -318,15 +333,13 @@ impl<R: AsRef<[u8]>> Acquire<R> {
         reply: &Reply<'_>,
         now: Instant,
     ) -> (ServerOutcome, i64) {
+        // The restart guard: a vote counts only from a server known to
+        // have been up for longer than the guard.
         let vote = |value| {
-            if self
+            let outcome = self
                 .servers
-                .restarted_recently(server.index(), self.config.restart_guard, now)
-            {
-                (ServerOutcome::Restarted, value)
-            } else {
-                (ServerOutcome::Ok, value)
-            }
+                .vote(server.index(), self.config.restart_guard, now);
+            (outcome, value)
         };
         match (self.engine.request(), reply) {
             (Request::Set, r) if r.is_ok() => vote(0),
@@ -383,6 +396,12 @@ impl<R: AsRef<[u8]>> Operation for Acquire<R> {
 
     fn handle_connection_error(&mut self, now: Instant, server: ServerId) {
         self.engine.handle_connection_error(server);
+        self.decide(now);
+    }
+
+    fn handle_setup_error(&mut self, now: Instant, server: ServerId, error: SetupError) {
+        self.engine
+            .server_unusable(server, ServerOutcome::Setup(error));
         self.decide(now);
     }
 

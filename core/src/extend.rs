@@ -3,6 +3,7 @@
 use redlock_resp::{EncodeError, Reply};
 
 use crate::config::Config;
+use crate::handshake::SetupError;
 use crate::lock::{ArgumentError, FailureKind, Lock, normalize_ttl};
 use crate::operation::Operation;
 use crate::report::{Report, ServerId, ServerOutcome, Servers};
@@ -160,6 +161,12 @@ impl<R: AsRef<[u8]>> Operation for Extend<R> {
 
     fn handle_connection_error(&mut self, now: Instant, server: ServerId) {
         self.engine.handle_connection_error(server);
+        self.decide(now);
+    }
+
+    fn handle_setup_error(&mut self, now: Instant, server: ServerId, error: SetupError) {
+        self.engine
+            .server_unusable(server, ServerOutcome::Setup(error));
         self.decide(now);
     }
 

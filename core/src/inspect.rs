@@ -3,6 +3,7 @@
 use heapless::Vec;
 use redlock_resp::{EncodeError, Reply};
 
+use crate::handshake::SetupError;
 use crate::operation::Operation;
 use crate::report::{MAX_SERVERS, ServerId, ServerOutcome, Servers};
 use crate::round::{
@@ -165,6 +166,12 @@ impl<R: AsRef<[u8]>> Operation for Inspect<R> {
 
     fn handle_connection_error(&mut self, _now: Instant, server: ServerId) {
         self.engine.handle_connection_error(server);
+    }
+
+    fn handle_setup_error(&mut self, now: Instant, server: ServerId, error: SetupError) {
+        self.engine
+            .server_unusable(server, ServerOutcome::Setup(error));
+        let _ = now;
     }
 
     fn handle_timeout(&mut self, now: Instant) {

@@ -7,6 +7,8 @@
 mod acquire;
 mod config;
 mod extend;
+mod fence;
+pub mod handshake;
 mod inspect;
 mod lock;
 mod operation;
@@ -21,6 +23,8 @@ pub use acquire::{Acquire, AcquireError};
 pub use config::Mutants;
 pub use config::{Config, Drift, Retry};
 pub use extend::{Extend, ExtendError};
+pub use fence::{FenceRepair, FenceRepairError, FenceRepaired};
+pub use handshake::SetupError;
 pub use inspect::{HOLDER_CAPACITY, Holding, Inspect, Inspection};
 pub use lock::{ArgumentError, FailureKind, Lock};
 pub use operation::Operation;

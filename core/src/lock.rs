@@ -142,6 +142,13 @@ pub enum FailureKind {
     Expired,
     /// Extend: a majority answered that the key is no longer ours.
     Lost,
+    /// F1: a majority voted for us, but the resource's fence counter is
+    /// missing on too many servers to know the last fence handed out (they
+    /// restarted without persistence): no safe token can be made. Fenced
+    /// acquisitions refuse until an operator repairs the counter (raises it
+    /// to at least the highest fence the protected resource has accepted,
+    /// with the fence-repair operation). Retrying does not help.
+    FenceLost,
 }
 
 impl core::fmt::Display for FailureKind {
@@ -151,6 +158,12 @@ impl core::fmt::Display for FailureKind {
             FailureKind::Unavailable => "too few servers answered",
             FailureKind::Expired => "a majority answered too late: no validity left",
             FailureKind::Lost => "the lock is no longer ours on a majority",
+            FailureKind::FenceLost => {
+                "the fence counter is missing on too many servers (restarted without \
+                 persistence?), so no safe fencing token can be made; repair it with the \
+                 highest fence the protected resource has accepted (`redlock fence-repair \
+                 RESOURCE --at-least N`)"
+            }
         })
     }
 }

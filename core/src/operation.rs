@@ -2,6 +2,7 @@
 
 use redlock_resp::{EncodeError, Reply};
 
+use crate::handshake::SetupError;
 use crate::report::ServerId;
 use crate::round::{Transmit, Unsolicited};
 use crate::time::Instant;
@@ -56,6 +57,16 @@ pub trait Operation {
 
     /// The connection to `server` failed: its requests in flight are lost.
     fn handle_connection_error(&mut self, now: Instant, server: ServerId);
+
+    /// `server` cannot be used: its connection's handshake failed (judged by
+    /// [`handshake::judge`](crate::handshake::judge)) or it is the same
+    /// server as another entry. Its requests in flight are lost, as with a
+    /// connection error, and the report says why. The default treats it as
+    /// a connection error.
+    fn handle_setup_error(&mut self, now: Instant, server: ServerId, error: SetupError) {
+        let _ = error;
+        self.handle_connection_error(now, server);
+    }
 
     /// Time has passed: per-request deadlines and retry waits are checked.
     fn handle_timeout(&mut self, now: Instant);

@@ -4,6 +4,7 @@ use heapless::Vec;
 use redlock_resp::{EncodeError, Reply};
 
 use crate::config::Config;
+use crate::handshake::SetupError;
 use crate::lock::{ArgumentError, Lock};
 use crate::operation::Operation;
 use crate::report::{Report, ServerId, ServerOutcome, Servers};
@@ -136,6 +137,12 @@ impl<R: AsRef<[u8]>> Operation for Release<R> {
 
     fn handle_connection_error(&mut self, _now: Instant, server: ServerId) {
         self.engine.handle_connection_error(server);
+    }
+
+    fn handle_setup_error(&mut self, now: Instant, server: ServerId, error: SetupError) {
+        self.engine
+            .server_unusable(server, ServerOutcome::Setup(error));
+        let _ = now;
     }
 
     fn handle_timeout(&mut self, now: Instant) {

@@ -2,6 +2,7 @@
 
 use redlock_resp::ErrorKind;
 
+use crate::handshake::SetupError;
 use crate::time::{Duration, Instant};
 
 /// The most servers one operation can span (a compile-time capacity).
@@ -44,6 +45,13 @@ pub enum ServerOutcome {
     /// The server voted for us, but restarted less than the restart guard
     /// ago, so its vote was not counted.
     Restarted,
+    /// The server voted for us, but the restart guard is on and when it
+    /// last restarted is not known, so its vote was not counted (fail
+    /// closed).
+    RestartUnknown,
+    /// The server was not used: its connection's handshake failed, or it is
+    /// the same server as another entry (see [`SetupError`]).
+    Setup(SetupError),
 }
 
 impl ServerOutcome {
@@ -55,6 +63,7 @@ impl ServerOutcome {
                 | ServerOutcome::Held
                 | ServerOutcome::NotHeld
                 | ServerOutcome::Restarted
+                | ServerOutcome::RestartUnknown
         )
     }
 }
@@ -171,16 +180,23 @@ impl Servers {
         }
     }
 
-    /// True when `server` began its incarnation less than `guard` before `now`.
-    pub(crate) fn restarted_recently(
+    /// Whether a vote of `server` at `now` counts under the restart guard:
+    /// `Ok` when it does, `Restarted` when the server began its incarnation
+    /// less than `guard` before `now`, `RestartUnknown` when the guard is
+    /// on and that time is not known (fail closed: the vote does not count).
+    pub(crate) fn vote(
         &self,
         server: usize,
         guard: Option<Duration>,
         now: Instant,
-    ) -> bool {
+    ) -> ServerOutcome {
         match (guard, self.incarnation_start.get(server).copied().flatten()) {
-            (Some(guard), Some(start)) => now < start.saturating_add(guard),
-            _ => false,
+            (None, _) => ServerOutcome::Ok,
+            (Some(_), None) => ServerOutcome::RestartUnknown,
+            (Some(guard), Some(start)) if now < start.saturating_add(guard) => {
+                ServerOutcome::Restarted
+            }
+            (Some(_), Some(_)) => ServerOutcome::Ok,
         }
     }
 }

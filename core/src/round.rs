@@ -29,6 +29,11 @@ pub struct Transmit {
     pub server: ServerId,
     /// How many bytes of the buffer to send.
     pub len: usize,
+    /// A release (A5, A7): deliver it even to a server the platform would
+    /// otherwise give up on at once (a connection in its reconnect backoff):
+    /// reconnect now and send it behind the handshake, within the request's
+    /// timeout. A key left behind blocks every client until its ttl ends.
+    pub release: bool,
 }
 
 /// A reply the operation did not expect at all.
@@ -59,6 +64,8 @@ pub(crate) enum Request {
     Extend(u64),
     /// F3: the inspect script.
     Inspect,
+    /// F1 repair: raise the fence counter to at least this value.
+    FenceRaise(u64),
 }
 
 impl Request {
@@ -70,6 +77,7 @@ impl Request {
             Request::Release => Some(&script::RELEASE),
             Request::Extend(_) => Some(&script::EXTEND),
             Request::Inspect => Some(&script::INSPECT),
+            Request::FenceRaise(_) => Some(&script::FENCE_RAISE),
         }
     }
 }
@@ -97,12 +105,19 @@ fn encode(
     let Some(script) = request.script() else {
         return redlock_resp::encode::set_nx_px(buf, s.resource, s.token, s.ttl_ms);
     };
+    if let Request::FenceRaise(floor) = request {
+        // The counter key is the only key.
+        let mut cmd = Command::new(buf, 5);
+        cmd.arg(b"EVAL").arg(script.source.as_bytes()).arg_uint(1);
+        cmd.arg_parts(&[s.resource, FENCE_SUFFIX]).arg_uint(floor);
+        return cmd.finish();
+    }
     let (fenced, args): (bool, [Option<Arg<'_>>; 2]) = match request {
         Request::FencedSet => (true, [Some(Arg::Bytes(s.token)), Some(Arg::Uint(s.ttl_ms))]),
         Request::FenceWrite(t) => (true, [Some(Arg::Bytes(s.token)), Some(Arg::Uint(t))]),
         Request::Extend(ms) => (false, [Some(Arg::Bytes(s.token)), Some(Arg::Uint(ms))]),
         Request::Release => (false, [Some(Arg::Bytes(s.token)), None]),
-        Request::Inspect | Request::Set => (false, [None, None]),
+        Request::Inspect | Request::Set | Request::FenceRaise(_) => (false, [None, None]),
     };
     let keys = if fenced { 2 } else { 1 };
     let argc = 3usize
@@ -262,6 +277,7 @@ impl Engine {
             return Ok(Some(Transmit {
                 server: ServerId(i as u8),
                 len,
+                release: request == Request::Release,
             }));
         }
         Ok(None)
@@ -304,11 +320,17 @@ impl Engine {
     }
 
     pub(crate) fn handle_connection_error(&mut self, server: ServerId) {
+        self.server_unusable(server, ServerOutcome::ConnectionError);
+    }
+
+    /// The server cannot be used (`why`): its requests in flight are lost,
+    /// and its pending outcome becomes `why`.
+    pub(crate) fn server_unusable(&mut self, server: ServerId, why: ServerOutcome) {
         if let Some(slot) = self.slots_mut().get_mut(server.index()) {
             slot.in_flight.clear();
             slot.send = false;
             if slot.outcome == ServerOutcome::Pending {
-                slot.outcome = ServerOutcome::ConnectionError;
+                slot.outcome = why;
             }
         }
     }

@@ -5,11 +5,15 @@
 
 use core::convert::Infallible;
 
-use redlock_core::redlock_resp::script::{EXTEND, FENCE_WRITE, FENCED_ACQUIRE, INSPECT, RELEASE};
+use redlock_core::handshake::Step;
+use redlock_core::redlock_resp::script::{
+    EXTEND, FENCE_RAISE, FENCE_WRITE, FENCED_ACQUIRE, INSPECT, RELEASE,
+};
 use redlock_core::redlock_resp::{ErrorKind, Reply, Status, parse_reply};
 use redlock_core::{
-    Acquire, ArgumentError, Config, Drift, Duration, Extend, FailureKind, Inspect, Instant, Lock,
-    Operation, Release, Retry, ServerId, ServerOutcome, Servers, Unsolicited,
+    Acquire, ArgumentError, Config, Drift, Duration, Extend, FailureKind, FenceRepair, Inspect,
+    Instant, Lock, Operation, Release, Retry, ServerId, ServerOutcome, Servers, SetupError,
+    Unsolicited,
 };
 
 /// A deterministic RNG for tests (not for production: it is a counter).
@@ -75,6 +79,8 @@ fn dur(n: u64) -> Duration {
 struct Sent {
     server: usize,
     args: Vec<Vec<u8>>,
+    /// Marked as a release the platform must try to deliver.
+    release: bool,
 }
 
 impl Sent {
@@ -90,6 +96,7 @@ impl Sent {
             ("fenced", FENCED_ACQUIRE),
             ("fence", FENCE_WRITE),
             ("inspect", INSPECT),
+            ("raise", FENCE_RAISE),
         ] {
             if body == s.sha1.as_bytes() || body == s.source.as_bytes() {
                 return name;
@@ -123,6 +130,7 @@ impl<O: Operation> Drive<O> {
             out.push(Sent {
                 server: t.server.index(),
                 args,
+                release: t.release,
             });
         }
         out
@@ -183,8 +191,8 @@ fn acquire_sends_set_nx_px_to_every_server_then_succeeds_on_a_majority() {
             ]
         );
     }
-    // A2: the request timeout is 1% of the ttl clamped to 5-50 ms: 50 ms.
-    assert_eq!(d.op.poll_timeout(), Some(ms(150)));
+    // A2: the request timeout is 1% of the ttl clamped to 5-500 ms: 100 ms.
+    assert_eq!(d.op.poll_timeout(), Some(ms(200)));
     d.reply(ms(101), 0, b"+OK\r\n").unwrap();
     d.reply(ms(102), 3, b"+OK\r\n").unwrap();
     assert!(
@@ -306,7 +314,14 @@ fn silent_servers_cost_one_request_timeout_and_fail_as_unavailable() {
 
 #[test]
 fn request_timeouts_are_clamped_and_configurable() {
-    for (ttl, expected) in [(100, 5), (1_000, 10), (3_000, 30), (60_000, 50)] {
+    for (ttl, expected) in [
+        (100, 5),
+        (1_000, 10),
+        (3_000, 30),
+        (30_000, 300),
+        (60_000, 500),
+        (600_000, 500),
+    ] {
         let mut d = acquire(&no_retry(), 1, ttl, ms(0));
         d.sent(ms(0));
         assert_eq!(d.op.poll_timeout(), Some(ms(expected)), "ttl {ttl}");
@@ -908,7 +923,8 @@ fn the_restart_guard_refuses_votes_from_a_recently_restarted_server() {
         ]
     );
     // An incarnation learnt while the acquisition runs (a reconnect) counts too.
-    let fresh = Servers::new(3).unwrap();
+    let mut fresh = Servers::new(3).unwrap();
+    fresh.set_incarnation(ServerId(0), ms(0));
     let op = Acquire::new(
         &config,
         &fresh,
@@ -941,6 +957,78 @@ fn the_restart_guard_refuses_votes_from_a_recently_restarted_server() {
     d.reply(ms(80_001), 1, b"+OK\r\n").unwrap();
     d.reply(ms(80_001), 0, b"+OK\r\n").unwrap();
     assert!(d.outcome().unwrap().is_ok());
+}
+
+#[test]
+fn the_restart_guard_refuses_votes_whose_restart_time_is_unknown() {
+    let config = Config {
+        restart_guard: Some(dur(30_000)),
+        ..no_retry()
+    };
+    // Server 1's restart time is not known (INFO denied, or no uptime).
+    let mut servers = Servers::new(3).unwrap();
+    servers.set_incarnation(ServerId(0), ms(0));
+    servers.set_incarnation(ServerId(2), ms(0));
+    let op = Acquire::new(
+        &config,
+        &servers,
+        b"res",
+        dur(10_000),
+        None,
+        &mut TestRng(0),
+        ms(60_000),
+    )
+    .unwrap();
+    let mut d = Drive::new(op);
+    d.sent(ms(60_000));
+    d.reply(ms(60_001), 1, b"+OK\r\n").unwrap();
+    d.reply(ms(60_001), 0, b"+OK\r\n").unwrap();
+    assert!(d.outcome().is_none(), "server 1's vote does not count");
+    d.reply(ms(60_002), 2, b"$-1\r\n").unwrap();
+    let err = d.outcome().unwrap().unwrap_err();
+    assert_eq!(
+        err.report.outcomes(),
+        &[
+            ServerOutcome::Ok,
+            ServerOutcome::RestartUnknown,
+            ServerOutcome::Held
+        ]
+    );
+    // Without the guard nothing needs the restart time.
+    let mut d = Drive::new(
+        Acquire::new(
+            &no_retry(),
+            &Servers::new(3).unwrap(),
+            b"res",
+            dur(10_000),
+            None,
+            &mut TestRng(0),
+            ms(0),
+        )
+        .unwrap(),
+    );
+    d.sent(ms(0));
+    d.reply(ms(1), 1, b"+OK\r\n").unwrap();
+    d.reply(ms(1), 0, b"+OK\r\n").unwrap();
+    assert!(d.outcome().unwrap().is_ok());
+}
+
+#[test]
+fn a_refused_handshake_counts_as_unavailable_and_says_why() {
+    let mut d = acquire(&no_retry(), 3, 10_000, ms(0));
+    d.sent(ms(0));
+    let why = SetupError::Refused {
+        step: Step::Select,
+        kind: ErrorKind::Err,
+    };
+    d.op.handle_setup_error(ms(1), ServerId(0), why);
+    d.op.handle_setup_error(ms(1), ServerId(1), why);
+    let err = d.outcome().unwrap().unwrap_err();
+    assert_eq!(err.kind, FailureKind::Unavailable);
+    assert_eq!(err.report.get(ServerId(0)), Some(ServerOutcome::Setup(why)));
+    // A5: the release still goes to every server (the platform decides
+    // whether it can deliver it).
+    assert_eq!(d.sent(ms(1)).len(), 3);
 }
 
 #[test]
@@ -1089,16 +1177,36 @@ fn a_vote_without_a_counter_counts_once_a_majority_of_the_others_had_one() {
     assert_eq!(d.outcome().unwrap().unwrap().fence(), Some(42));
 
     // A counter on one server only: the two without may have lost theirs.
-    // Refused (safe), rather than risk a fence below one already issued.
-    let mut d = acquire(&config, 3, 10_000, ms(0));
+    // Refused (safe), rather than risk a fence below one already issued;
+    // every server voted, so it is the counter that is lost, and waiting
+    // does not bring it back: no retry.
+    let retrying = Config {
+        retry: Retry {
+            retries: 3,
+            jitter: Duration::ZERO,
+        },
+        ..config
+    };
+    let mut d = acquire(&retrying, 3, 10_000, ms(0));
     d.sent(ms(0));
     d.reply(ms(1), 0, &set("")).unwrap();
     d.reply(ms(1), 1, &set("")).unwrap();
     d.reply(ms(1), 2, &set("9")).unwrap();
-    assert_eq!(
-        d.outcome().unwrap().unwrap_err().kind,
-        FailureKind::Unavailable
-    );
+    let err = d.outcome().unwrap().unwrap_err();
+    assert_eq!((err.kind, err.attempts), (FailureKind::FenceLost, 1));
+    // A5 all the same.
+    assert_eq!(d.sent(ms(1)).len(), 3);
+
+    // The same with a server that did not answer: it may hold a counter,
+    // so the attempt is retried.
+    let mut d = acquire(&retrying, 5, 10_000, ms(0));
+    d.sent(ms(0));
+    for s in 0..3 {
+        d.reply(ms(1), s, &set("")).unwrap();
+    }
+    d.reply(ms(1), 3, &set("9")).unwrap();
+    d.op.handle_connection_error(ms(1), ServerId(4));
+    assert!(d.outcome().is_none(), "retried");
 
     // No counter anywhere, every server answering: a new resource, fence 1.
     let mut d = acquire(&config, 3, 10_000, ms(0));
@@ -1118,7 +1226,7 @@ fn a_vote_without_a_counter_counts_once_a_majority_of_the_others_had_one() {
     d.sent(ms(0));
     d.reply(ms(1), 0, &set("")).unwrap();
     d.reply(ms(1), 1, &set("")).unwrap();
-    d.op.handle_timeout(ms(50));
+    d.op.handle_timeout(ms(100));
     assert_eq!(
         d.outcome().unwrap().unwrap_err().kind,
         FailureKind::Unavailable
@@ -1222,8 +1330,8 @@ fn a_retry_waits_at_least_a_request_timeout_even_after_instant_failures() {
     d.sent(ms(0));
     assert_eq!(
         d.op.poll_timeout(),
-        Some(ms(50)),
-        "one request timeout (1% of 10 s, clamped to 50 ms)"
+        Some(ms(100)),
+        "one request timeout (1% of 10 s)"
     );
 }
 
@@ -1416,5 +1524,73 @@ fn an_operation_can_own_its_resource_name() {
     assert!(
         sent.iter()
             .all(|s| s.args[3] == b"res" && s.args[4] == b"tok")
+    );
+}
+
+#[test]
+fn releases_are_marked_for_delivery_and_nothing_else_is() {
+    let mut d = acquire(&no_retry(), 3, 10_000, ms(0));
+    let sets = d.sent(ms(0));
+    assert!(sets.iter().all(|s| !s.release));
+    for s in 0..2 {
+        d.reply(ms(1), s, b"$-1\r\n").unwrap();
+    }
+    let releases = d.sent(ms(1));
+    assert_eq!(releases.len(), 3);
+    assert!(
+        releases
+            .iter()
+            .all(|s| s.script() == "release" && s.release)
+    );
+    let lock = Lock::from_token(*d.op.token(), dur(10_000), ms(0));
+    let servers = Servers::new(3).unwrap();
+    let mut d = Drive::new(Release::for_lock(&no_retry(), &servers, b"res", &lock));
+    assert!(d.sent(ms(2)).iter().all(|s| s.release));
+}
+
+#[test]
+fn fence_repair_raises_the_counter_everywhere_and_counts_a_majority() {
+    let servers = Servers::new(3).unwrap();
+    let mut d = Drive::new(FenceRepair::new(&no_retry(), &servers, b"res", 41, dur(50)));
+    let sent = d.sent(ms(0));
+    assert_eq!(sent.len(), 3);
+    for s in &sent {
+        // EVAL (the handshake does not load it), one key: the counter.
+        assert_eq!(s.name(), b"EVAL");
+        assert_eq!(s.script(), "raise");
+        assert_eq!(&s.args[2..], &[&b"1"[..], b"res:fence", b"41"]);
+    }
+    d.reply(ms(1), 0, b"$2\r\n41\r\n").unwrap();
+    d.reply(ms(1), 1, b"$2\r\n77\r\n").unwrap();
+    assert!(d.outcome().is_none(), "waits for every server");
+    d.op.handle_timeout(ms(50));
+    let repaired = d.outcome().unwrap().unwrap();
+    assert_eq!(repaired.counter, 77);
+    assert!(!repaired.complete());
+    assert_eq!(
+        repaired.report.outcomes(),
+        &[
+            ServerOutcome::Ok,
+            ServerOutcome::Ok,
+            ServerOutcome::TimedOut
+        ]
+    );
+
+    // A counter below the floor (a broken server) or an error does not count.
+    let mut d = Drive::new(FenceRepair::new(&no_retry(), &servers, b"res", 41, dur(50)));
+    d.sent(ms(0));
+    d.reply(ms(1), 0, b"$1\r\n5\r\n").unwrap();
+    d.reply(ms(1), 1, b"-ERR the fence counter is not a number\r\n")
+        .unwrap();
+    d.reply(ms(1), 2, b"$2\r\n41\r\n").unwrap();
+    let err = d.outcome().unwrap().unwrap_err();
+    assert_eq!(err.kind, FailureKind::Unavailable);
+    assert_eq!(
+        err.report.outcomes(),
+        &[
+            ServerOutcome::UnexpectedReply,
+            ServerOutcome::ServerError(ErrorKind::Err),
+            ServerOutcome::Ok
+        ]
     );
 }

@@ -3,8 +3,9 @@
 
 use redlock_core::redlock_resp::{EncodeError, Reply};
 use redlock_core::{
-    Acquire, AcquireError, Extend, ExtendError, Inspect, Inspection, Instant, Lock, Operation,
-    Release, Released, ServerId, Transmit, Unsolicited,
+    Acquire, AcquireError, Extend, ExtendError, FenceRepair, FenceRepairError, FenceRepaired,
+    Inspect, Inspection, Instant, Lock, Operation, Release, Released, ServerId, SetupError,
+    Transmit, Unsolicited,
 };
 
 use crate::Resource;
@@ -20,6 +21,7 @@ pub(crate) enum Call {
     Release(Release<Resource>),
     Extend(Extend<Resource>),
     Inspect(Inspect<Resource>),
+    FenceRepair(FenceRepair<Resource>),
 }
 
 /// What a call ended with: the output of its operation.
@@ -30,6 +32,7 @@ pub(crate) enum Answer {
     Released(Released),
     Extended(Result<Lock, ExtendError>),
     Inspected(Inspection),
+    FenceRepaired(Result<FenceRepaired, FenceRepairError>),
 }
 
 /// `$body` with `$op` bound to the operation, whichever it is.
@@ -40,6 +43,7 @@ macro_rules! on_op {
             Call::Release($op) => $body,
             Call::Extend($op) => $body,
             Call::Inspect($op) => $body,
+            Call::FenceRepair($op) => $body,
         }
     };
 }
@@ -68,6 +72,10 @@ impl Operation for Call {
         on_op!(self, op => op.handle_connection_error(now, server))
     }
 
+    fn handle_setup_error(&mut self, now: Instant, server: ServerId, error: SetupError) {
+        on_op!(self, op => op.handle_setup_error(now, server, error))
+    }
+
     fn handle_timeout(&mut self, now: Instant) {
         on_op!(self, op => op.handle_timeout(now))
     }
@@ -82,6 +90,7 @@ impl Operation for Call {
             Call::Release(op) => op.poll_outcome().map(Answer::Released),
             Call::Extend(op) => op.poll_outcome().map(Answer::Extended),
             Call::Inspect(op) => op.poll_outcome().map(Answer::Inspected),
+            Call::FenceRepair(op) => op.poll_outcome().map(Answer::FenceRepaired),
         }
     }
 
@@ -119,6 +128,16 @@ impl crate::transport::Transport<Call> {
         match self.run(Call::Extend(op)) {
             Answer::Extended(out) => out,
             other => unreachable!("an extension answered {other:?}"),
+        }
+    }
+
+    pub(crate) fn fence_repair(
+        &self,
+        op: FenceRepair<Resource>,
+    ) -> Result<FenceRepaired, FenceRepairError> {
+        match self.run(Call::FenceRepair(op)) {
+            Answer::FenceRepaired(out) => out,
+            other => unreachable!("a fence repair answered {other:?}"),
         }
     }
 

@@ -14,10 +14,10 @@ use core::time::Duration;
 use std::time::Instant as StdInstant;
 
 use redlock_core::redlock_resp::Limits;
-use redlock_core::{Acquire, Extend, Inspect, Release, Servers};
+use redlock_core::{Acquire, Extend, FenceRepair, Inspect, Release, Servers};
 pub use redlock_core::{
-    Config, Drift, FailureKind, Holding, Inspection, Released, Report, Retry, ServerId,
-    ServerOutcome,
+    Config, Drift, FailureKind, FenceRepaired, Holding, Inspection, Released, Report, Retry,
+    ServerId, ServerOutcome, SetupError,
 };
 
 use crate::call::Call;
@@ -25,18 +25,94 @@ use crate::transport::{ConnConfig, Transport};
 pub use crate::url::{Secret, ServerUrl, UrlError};
 pub use crate::watchdog::{AutoLock, LockGuard, Lost, OnLost};
 
+/// What each server answered in a failed call: the core's [`Report`], with
+/// each server's address and, for a server that was not used (its
+/// handshake failed), the server's own error text. Never contains a
+/// password. Dereferences to the [`Report`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcomes {
+    report: Report,
+    /// Per server: its address, and the server's words when it refused.
+    notes: Vec<(String, Option<String>)>,
+}
+
+impl Outcomes {
+    /// The per-server outcomes.
+    pub fn report(&self) -> &Report {
+        &self.report
+    }
+
+    /// How reports name `server`: `host:port[/db]`, no credentials.
+    pub fn address(&self, server: ServerId) -> Option<&str> {
+        self.notes.get(server.index()).map(|(a, _)| a.as_str())
+    }
+
+    /// What `server` said when it refused the handshake, with why it is not
+    /// used ("SELECT failed (ERR): ERR DB index is out of range").
+    pub fn refusal(&self, server: ServerId) -> Option<&str> {
+        self.notes.get(server.index())?.1.as_deref()
+    }
+
+    /// What `server`'s outcome means, in a few words, with the server's own
+    /// error text when it refused the handshake.
+    pub fn describe(&self, server: ServerId) -> String {
+        match (self.refusal(server), self.report.get(server)) {
+            (Some(text), Some(ServerOutcome::Setup(_))) => format!("not used: {text}"),
+            (_, Some(o)) => describe(o),
+            (_, None) => "not in the list".into(),
+        }
+    }
+}
+
+impl core::ops::Deref for Outcomes {
+    type Target = Report;
+    fn deref(&self) -> &Report {
+        &self.report
+    }
+}
+
+impl fmt::Display for Outcomes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (server, _)) in self.report.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            match self.address(server) {
+                Some(a) => write!(f, "{a}: {}", self.describe(server))?,
+                None => write!(f, "server {}: {}", server.0, self.describe(server))?,
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Why a call failed. Never contains a password.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
     /// The lock is held by someone else (after the retries).
-    Conflict(Report),
-    /// Too few servers answered usefully.
-    Unavailable(Report),
+    Conflict(Outcomes),
+    /// Too few servers answered usefully (down, timed out, errors, refused
+    /// handshakes, votes that did not count).
+    Unavailable(Outcomes),
     /// A majority answered, but too late: no validity was left.
-    Expired(Report),
+    Expired(Outcomes),
     /// Extend: the lock is no longer ours on a majority.
-    Lost(Report),
+    Lost(Outcomes),
+    /// F1: the fence counter is missing on too many servers (they restarted
+    /// without persistence) for a safe fencing token: fenced acquisitions
+    /// refuse until [`Client::fence_repair`] raised it. Retrying does not
+    /// help.
+    FenceLost(Outcomes),
+    /// Two entries of the server list are one server (the same address and
+    /// port, whatever the database or credentials): one process would get
+    /// two votes. One server with several databases is not several masters.
+    DuplicateServer {
+        /// The first entry's address (`host:port[/db]`).
+        first: String,
+        /// The later entry's address.
+        second: String,
+    },
     /// A bad argument: a ttl under 1 ms, no servers, a bad address, a lock
     /// past its extension limit or its validity.
     InvalidArgument(String),
@@ -48,45 +124,56 @@ pub enum Error {
 }
 
 impl Error {
-    fn from_failure(kind: FailureKind, report: Report) -> Error {
+    fn from_failure(kind: FailureKind, outcomes: Outcomes) -> Error {
         match kind {
-            FailureKind::Conflict => Error::Conflict(report),
-            FailureKind::Expired => Error::Expired(report),
-            FailureKind::Lost => Error::Lost(report),
-            _ => Error::Unavailable(report),
+            FailureKind::Conflict => Error::Conflict(outcomes),
+            FailureKind::Expired => Error::Expired(outcomes),
+            FailureKind::Lost => Error::Lost(outcomes),
+            FailureKind::FenceLost => Error::FenceLost(outcomes),
+            _ => Error::Unavailable(outcomes),
+        }
+    }
+
+    /// The per-server outcomes, for quorum failures.
+    pub fn outcomes(&self) -> Option<&Outcomes> {
+        match self {
+            Error::Conflict(o)
+            | Error::Unavailable(o)
+            | Error::Expired(o)
+            | Error::Lost(o)
+            | Error::FenceLost(o) => Some(o),
+            _ => None,
         }
     }
 
     /// The per-server report, for quorum failures.
     pub fn report(&self) -> Option<&Report> {
-        match self {
-            Error::Conflict(r) | Error::Unavailable(r) | Error::Expired(r) | Error::Lost(r) => {
-                Some(r)
-            }
-            _ => None,
-        }
+        self.outcomes().map(Outcomes::report)
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (what, report) = match self {
-            Error::Conflict(r) => ("the lock is held by another client", r),
-            Error::Unavailable(r) => ("too few servers answered", r),
-            Error::Expired(r) => ("a majority answered too late: no validity left", r),
-            Error::Lost(r) => ("the lock is no longer ours on a majority of servers", r),
+        let (what, outcomes) = match self {
+            Error::Conflict(o) => ("the lock is held by another client", o),
+            Error::Unavailable(o) => ("too few servers answered", o),
+            Error::Expired(o) => ("a majority answered too late: no validity left", o),
+            Error::Lost(o) => ("the lock is no longer ours on a majority of servers", o),
+            Error::FenceLost(o) => {
+                return write!(f, "{} ({o})", FailureKind::FenceLost);
+            }
+            Error::DuplicateServer { first, second } => {
+                return write!(
+                    f,
+                    "{first} and {second} are the same server: one server (with any \
+                     number of databases) is one master, and would get two votes"
+                );
+            }
             Error::InvalidArgument(s) => return write!(f, "invalid argument: {s}"),
             Error::Rng(s) => return write!(f, "the OS random number generator failed: {s}"),
             Error::Io(s) => return write!(f, "I/O error: {s}"),
         };
-        write!(f, "{what} (")?;
-        for (i, (server, outcome)) in report.iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
-            }
-            write!(f, "server {}: {}", server.0, describe(outcome))?;
-        }
-        f.write_str(")")
+        write!(f, "{what} ({outcomes})")
     }
 }
 
@@ -103,6 +190,8 @@ pub fn describe(o: ServerOutcome) -> String {
         ServerOutcome::ConnectionError => "connection failed".into(),
         ServerOutcome::UnexpectedReply => "unexpected reply".into(),
         ServerOutcome::Restarted => "restarted recently (vote not counted)".into(),
+        ServerOutcome::RestartUnknown => "restart time unknown (vote not counted)".into(),
+        ServerOutcome::Setup(why) => format!("not used: {why}"),
         ServerOutcome::Pending => "no answer needed".into(),
         _ => format!("{o:?}"),
     }
@@ -239,13 +328,37 @@ impl Lock {
 }
 
 /// Builds a [`Client`].
-#[derive(Debug, Clone)]
+///
+/// Its `Debug` shows the servers with their passwords hidden.
+#[derive(Clone)]
 pub struct Builder {
     servers: Vec<String>,
     config: Config,
     ttl: Duration,
     connect_timeout: Duration,
     limits: Limits,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The raw strings may hold passwords: shown parsed (hidden), or not
+        // at all when they do not parse.
+        let servers: Vec<String> = self
+            .servers
+            .iter()
+            .map(|s| match s.parse::<ServerUrl>() {
+                Ok(url) => url.to_string(),
+                Err(_) => "(not a valid address)".into(),
+            })
+            .collect();
+        f.debug_struct("Builder")
+            .field("servers", &servers)
+            .field("config", &self.config)
+            .field("ttl", &self.ttl)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("limits", &self.limits)
+            .finish()
+    }
 }
 
 impl Builder {
@@ -272,7 +385,8 @@ impl Builder {
     }
 
     /// How long each server may take to answer one request (default: 1% of
-    /// the ttl, clamped to 5-50 ms).
+    /// the ttl, clamped to 5-500 ms: enough for servers a WAN round trip
+    /// away with a ttl of tens of seconds).
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.config.request_timeout = Some(core_duration(timeout));
         self
@@ -303,6 +417,11 @@ impl Builder {
     /// Refuse votes from servers that restarted less than `max_ttl` ago (the
     /// delayed-restart rule, enforced by the client). Give the largest ttl
     /// any client uses on these servers.
+    ///
+    /// The restart time comes from `INFO server` (`uptime_in_seconds`), so
+    /// the guard needs the ACL permission `+info`. Fail closed: a server
+    /// whose restart time cannot be known (INFO denied, or without an
+    /// uptime) is not used, and its vote does not count.
     pub fn restart_guard(mut self, max_ttl: Option<Duration>) -> Self {
         self.config.restart_guard = max_ttl.map(core_duration);
         self
@@ -321,6 +440,12 @@ impl Builder {
     }
 
     /// Checks the settings and makes the client. Connections open lazily.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an address that does not parse or a
+    /// server count outside 1..=9; [`Error::DuplicateServer`] when two
+    /// entries are the same server (the same address and port, whatever the
+    /// database or credentials; names are resolved here).
     pub fn build(self) -> Result<Client, Error> {
         let urls = self
             .servers
@@ -335,8 +460,20 @@ impl Builder {
             backoff_min: Duration::from_millis(10),
             backoff_max: Duration::from_secs(2),
             limits: self.limits,
+            info_required: self.config.restart_guard.is_some(),
+            delivery_grace: Duration::from_micros(
+                self.config
+                    .request_timeout_for(core_duration(self.ttl))
+                    .as_micros(),
+            ),
         };
         let transport = Transport::new(&urls, conn).map_err(|e| Error::Io(e.to_string()))?;
+        if let Some((first, second)) = transport.same_server() {
+            return Err(Error::DuplicateServer {
+                first: urls[first].address(),
+                second: urls[second].address(),
+            });
+        }
         let shared = Shared {
             transport,
             servers,
@@ -468,8 +605,28 @@ impl Client {
                 inner: lock,
                 epoch,
             }),
-            Err(e) => Err(Error::from_failure(e.kind, e.report)),
+            Err(e) => Err(Error::from_failure(e.kind, self.outcomes(e.report))),
         }
+    }
+
+    /// The report with each server's address, and the words of the servers
+    /// that refused their handshake.
+    fn outcomes(&self, report: Report) -> Outcomes {
+        let transport = &self.shared.transport;
+        let notes = report
+            .iter()
+            .map(|(server, outcome)| {
+                let address = transport
+                    .url(server.index())
+                    .map_or_else(|| format!("server {}", server.0), |u| u.address());
+                let refusal = match outcome {
+                    ServerOutcome::Setup(_) => transport.refusal(server.index()),
+                    _ => None,
+                };
+                (address, refusal)
+            })
+            .collect();
+        Outcomes { report, notes }
     }
 
     /// Releases `lock` on every server (A7; idempotent: an expired lock is
@@ -517,7 +674,7 @@ impl Client {
         if released.confirmed() >= quorum {
             Ok(released)
         } else {
-            Err(Error::Unavailable(released.report))
+            Err(Error::Unavailable(self.outcomes(released.report)))
         }
     }
 
@@ -540,8 +697,36 @@ impl Client {
                 lock.inner = extended;
                 Ok(())
             }
-            Err(e) => Err(Error::from_failure(e.kind, e.report)),
+            Err(e) => Err(Error::from_failure(e.kind, self.outcomes(e.report))),
         }
+    }
+
+    /// F1 repair, for an operator: raises `resource`'s fence counter to at
+    /// least `at_least` on every server, never lowering it. Use it after
+    /// [`Error::FenceLost`] (servers restarted without persistence and lost
+    /// their counters), with `at_least` the highest fence the protected
+    /// resource has accepted: every fence handed out afterwards is larger.
+    /// Safe to run again; a floor too low is safe but the resource will
+    /// refuse tokens until the counter passes what it has seen.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when fewer than a majority confirmed.
+    pub fn fence_repair(&self, resource: &[u8], at_least: u64) -> Result<FenceRepaired, Error> {
+        let transport = &self.shared.transport;
+        let timeout = self
+            .shared
+            .config
+            .request_timeout_for(core_duration(self.shared.ttl));
+        let op = FenceRepair::new(
+            &self.shared.config,
+            &self.shared.servers,
+            Resource::new(resource),
+            at_least,
+            timeout,
+        );
+        transport
+            .fence_repair(op)
+            .map_err(|e| Error::Unavailable(self.outcomes(e.report)))
     }
 
     /// Per server: who holds `resource`, and for how long.

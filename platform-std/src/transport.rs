@@ -4,11 +4,14 @@
 //! For each operation, every request is written to every server first, then
 //! replies are read as they come (SPEC A2), under the deadlines the core hands
 //! out. Connections are opened lazily, with a connect timeout, and re-opened
-//! with backoff after errors; each (re)connect pipelines `AUTH`, `SELECT`,
-//! `SCRIPT LOAD` of every script and `INFO server` (for the restart guard)
-//! ahead of the first request. Replies are matched to requests in order per
-//! connection; a reply for no request, or bytes that do not parse, close that
-//! connection.
+//! with backoff after errors. Each (re)connect pipelines the core's
+//! handshake (`AUTH`, `SELECT`, `SCRIPT LOAD` of every script, `INFO
+//! server`), and holds the operations' requests until every handshake reply
+//! was judged good by the core (fail closed: a `SET` must never run in the
+//! wrong database or as the wrong user): a handshake error closes the
+//! connection, and the operations waiting on it learn why. Replies are
+//! matched to requests in order per connection; a reply for no request, or
+//! bytes that do not parse, close that connection.
 //!
 //! # Many threads, one connection per server (a combining leader)
 //!
@@ -49,8 +52,9 @@ use core::time::Duration as StdDuration;
 
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
+use redlock_core::handshake::{self, Plan, SetupError, Step, Verdict};
 use redlock_core::redlock_resp::script;
-use redlock_core::redlock_resp::{EncodeError, Limits, Parser, Status, encode};
+use redlock_core::redlock_resp::{EncodeError, Limits, Parser, Reply, Status, encode};
 use redlock_core::{Instant, Operation, ServerId, Servers};
 
 use crate::url::ServerUrl;
@@ -71,22 +75,22 @@ pub(crate) struct ConnConfig {
     pub(crate) backoff_min: StdDuration,
     pub(crate) backoff_max: StdDuration,
     pub(crate) limits: Limits,
+    /// The restart guard is on: `INFO` must answer, with an uptime.
+    pub(crate) info_required: bool,
+    /// How long the last thread out of a call waits for a connect or a
+    /// handshake in progress, so that what is queued behind it (the
+    /// releases of a failed attempt, or of an unlock, to a server that was
+    /// reconnecting) goes out within about a request's timeout.
+    pub(crate) delivery_grace: StdDuration,
 }
 
 /// What a reply on a connection answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Expect {
-    /// A handshake step. A failed `AUTH` or `SELECT` shows in the
-    /// operations' own replies (NOAUTH, or keys in the wrong database).
-    Auth,
-    Select,
-    ScriptLoad,
-    Info,
+    /// A handshake step, judged by the core.
+    Handshake(Step),
     /// A request of the operation with this serial, running in this slot.
-    Op {
-        slot: u16,
-        serial: u64,
-    },
+    Op { slot: u16, serial: u64 },
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -121,10 +125,22 @@ struct Conn {
     inbuf: Vec<u8>,
     filled: usize,
     expect: VecDeque<Expect>,
+    /// Handshake replies still awaited on this connection.
+    handshake_left: usize,
+    /// Requests queued while the handshake runs, written once it passed.
+    held: Vec<u8>,
     writable_interest: bool,
     /// `uptime_in_seconds` learnt on the last connect, with when it was read.
     incarnation: Option<(StdInstant, u64)>,
+    /// The server's `run_id` from the last handshake (its identity).
+    run_id: Option<Vec<u8>>,
+    /// Why the server may not be used, since its last handshake failed
+    /// (with the server's own error text), until one passes.
+    refused: Option<(SetupError, String)>,
 }
+
+/// The longest server error text kept for a report.
+const MAX_ERROR_TEXT: usize = 200;
 
 /// What waits to be written, for the last thread out of the transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +150,8 @@ enum Unwritten {
     Blocked,
     /// Behind a connect in progress.
     BehindConnect,
+    /// Held behind a handshake in progress, on a connection that is up.
+    BehindHandshake,
 }
 
 /// One running operation, owned by the state while it runs.
@@ -249,7 +267,7 @@ const WAKE: Token = Token(usize::MAX);
 /// failed, at most this often.
 const RESOLVE_AGAIN: StdDuration = StdDuration::from_secs(30);
 
-/// How long the last thread out waits for a connect in progress to take
+/// The least the last thread out waits for a connect in progress to take
 /// bytes still queued behind it: a working server answers a connect much
 /// faster; one that drops connects is left for the next call to drive.
 const CONNECT_GRACE: StdDuration = StdDuration::from_millis(20);
@@ -310,8 +328,12 @@ impl<J: Job> Transport<J> {
                 inbuf: vec![0u8; 2 * READ_CHUNK],
                 filled: 0,
                 expect: VecDeque::with_capacity(16),
+                handshake_left: 0,
+                held: Vec::new(),
                 writable_interest: false,
                 incarnation: None,
+                run_id: None,
+                refused: None,
             })
             .collect();
         let poll = Poll::new()?;
@@ -367,6 +389,22 @@ impl<J: Job> Transport<J> {
     /// The URL of `server`.
     pub(crate) fn url(&self, server: usize) -> Option<ServerUrl> {
         self.lock().conns.get(server).map(|c| c.url.clone())
+    }
+
+    /// The server's own error text from the last failed handshake of
+    /// `server`, while it is refused.
+    pub(crate) fn refusal(&self, server: usize) -> Option<String> {
+        let st = self.lock();
+        let conn = st.conns.get(server)?;
+        conn.refused.as_ref().map(|(_, text)| text.clone())
+    }
+
+    /// The first two entries that are the same server by the addresses
+    /// their names resolved to (or, unresolved, by the same name), with the
+    /// address they share.
+    pub(crate) fn same_server(&self) -> Option<(usize, usize)> {
+        let st = self.lock();
+        same_server(&st.conns)
     }
 
     /// `base` with when each server's current incarnation began, as far as
@@ -433,10 +471,11 @@ impl<J: Job> Transport<J> {
         if guard.leading || !st.leader {
             // The last thread out writes what is still queued (a write that
             // would have blocked, or the releases of a failed attempt behind
-            // a connect), so that it does not wait for the next call: at most
-            // for a connect timeout on a connection that is up, and briefly
-            // behind a connect (a server that drops connects must not cost
-            // every call a connect timeout).
+            // a connect or a handshake), so that it does not wait for the
+            // next call: at most for a connect timeout on a connection that
+            // is up, and for about a request's timeout behind a connect or a
+            // handshake (a server that drops connects must not cost every
+            // call a connect timeout).
             let started = StdInstant::now();
             while st.active == 0 {
                 // What can be written now is, first: a pass as the leader
@@ -445,7 +484,9 @@ impl<J: Job> Transport<J> {
                 let until = match st.unwritten() {
                     Unwritten::Nothing => break,
                     Unwritten::Blocked => started + st.config.connect_timeout,
-                    Unwritten::BehindConnect => started + CONNECT_GRACE,
+                    Unwritten::BehindConnect | Unwritten::BehindHandshake => {
+                        started + st.config.delivery_grace.max(CONNECT_GRACE)
+                    }
                 };
                 if StdInstant::now() >= until {
                     break;
@@ -671,7 +712,7 @@ impl<J: Job> State<J> {
         loop {
             let errors = core::mem::take(&mut self.slots[slot].conn_errors);
             for server in bits(u64::from(errors)) {
-                op.handle_connection_error(now, ServerId(server as u8));
+                self.tell_down(op, server, now);
             }
             if op.poll_timeout().is_some_and(|d| now >= d) {
                 op.handle_timeout(now);
@@ -701,12 +742,21 @@ impl<J: Job> State<J> {
                 log::warn!("redlock: {} stopped answering", self.conns[i].url);
                 self.fail(i);
             }
-            if !self.ensure_connecting(i) {
-                op.handle_connection_error(now, t.server);
+            // A release is delivered even to a server in its reconnect
+            // backoff: a key left there would block everyone until its ttl.
+            if !self.ensure_connecting(i, t.release) {
+                self.tell_down(op, i, now);
                 continue;
             }
             let conn = &mut self.conns[i];
-            conn.out.extend_from_slice(&self.scratch[..t.len]);
+            // Fail closed: nothing but the handshake is written before the
+            // core judged every handshake reply good.
+            let queue = if conn.handshake_left > 0 {
+                &mut conn.held
+            } else {
+                &mut conn.out
+            };
+            queue.extend_from_slice(&self.scratch[..t.len]);
             conn.expect.push_back(Expect::Op {
                 slot: slot as u16,
                 serial,
@@ -714,14 +764,25 @@ impl<J: Job> State<J> {
         }
     }
 
+    /// Tells `op` that server `i` is down: refused (its handshake failed,
+    /// or it is a duplicate), or its connection failed.
+    fn tell_down(&self, op: &mut J, i: usize, now: Instant) {
+        let server = ServerId(i as u8);
+        match self.conns.get(i).and_then(|c| c.refused.as_ref()) {
+            Some((why, _)) => op.handle_setup_error(now, server, *why),
+            None => op.handle_connection_error(now, server),
+        }
+    }
+
     /// Makes sure server `i` is connected or connecting (starting a connect,
-    /// with its handshake queued, if allowed). False if it is down and may
-    /// not be retried yet, or the connect failed at once.
-    fn ensure_connecting(&mut self, i: usize) -> bool {
+    /// with its handshake queued, if allowed; `urgent` ignores the reconnect
+    /// backoff). False if it is down and may not be retried yet, or the
+    /// connect failed at once.
+    fn ensure_connecting(&mut self, i: usize, urgent: bool) -> bool {
         let now = StdInstant::now();
         match self.conns[i].state {
             ConnState::Up | ConnState::Connecting { .. } => return true,
-            ConnState::Down { retry_at } if now < retry_at => return false,
+            ConnState::Down { retry_at } if now < retry_at && !urgent => return false,
             ConnState::Down { .. } => {}
         }
         match self.connect(i) {
@@ -731,15 +792,20 @@ impl<J: Job> State<J> {
                 log::debug!("redlock: connecting to {}", self.conns[i].url);
                 true
             }
-            Err(e) => {
+            Err(ConnectError::Io(e)) => {
                 log::warn!("redlock: cannot connect to {}: {e}", self.conns[i].url);
                 self.fail(i);
+                false
+            }
+            Err(ConnectError::Refused(why, text)) => {
+                log::warn!("redlock: not using {}: {text}", self.conns[i].url);
+                self.fail_because(i, Some((why, text)));
                 false
             }
         }
     }
 
-    fn connect(&mut self, i: usize) -> io::Result<()> {
+    fn connect(&mut self, i: usize) -> Result<(), ConnectError> {
         let conn = &mut self.conns[i];
         if conn.addr_next >= conn.addrs.len() {
             conn.addr_next = 0;
@@ -752,55 +818,68 @@ impl<J: Job> State<J> {
             if conn.addrs.is_empty() || stale {
                 conn.resolved_at = Some(StdInstant::now());
                 conn.addrs = resolve(&conn.url)?;
+                // A name that now resolves to another entry's server must
+                // not give that server a second vote.
+                if let Some(other) = twin_of(&self.conns, i) {
+                    let text = format!(
+                        "{} now resolves to the same server as {}",
+                        self.conns[i].url.address(),
+                        self.conns[other].url.address()
+                    );
+                    return Err(ConnectError::Refused(
+                        SetupError::SameServer(ServerId(other as u8)),
+                        text,
+                    ));
+                }
             }
         }
+        let conn = &mut self.conns[i];
         if conn.addrs.is_empty() {
-            return Err(io::Error::new(io::ErrorKind::NotFound, "no address"));
+            return Err(io::Error::new(io::ErrorKind::NotFound, "no address").into());
         }
         if !open_stream(conn, &self.registry, Token(i)) {
-            return Err(io::Error::other("no address took a connection"));
+            return Err(io::Error::other("no address took a connection").into());
         }
         let conn = &mut self.conns[i];
         conn.state = ConnState::Connecting {
             since: StdInstant::now(),
         };
         conn.out.clear();
+        conn.held.clear();
         conn.filled = 0;
         conn.expect.clear();
-        // The handshake goes first on the new connection.
-        let mut buf = [0u8; 512];
+        // A new connection may be a new incarnation: known again once its
+        // INFO is read.
+        conn.incarnation = None;
+        conn.run_id = None;
+        // The handshake goes first on the new connection, as the core plans it.
         let url = conn.url.clone();
-        if let Some(pw) = &url.password {
-            match &url.user {
-                Some(user) => encode_growing(&mut conn.out, |b| {
-                    encode::auth_user(b, user.as_bytes(), pw.expose().as_bytes())
-                }),
-                None => encode_growing(&mut conn.out, |b| encode::auth(b, pw.expose().as_bytes())),
+        let plan = Plan {
+            auth: url.password.is_some(),
+            select: url.db != 0,
+            info_required: self.config.info_required,
+        };
+        let mut scripts = script::ALL.iter();
+        for step in handshake::steps(plan) {
+            let source = match step {
+                Step::ScriptLoad => scripts.next().map_or("", |s| s.source),
+                _ => "",
             };
-            conn.expect.push_back(Expect::Auth);
-        }
-        if url.db != 0 {
-            if let Ok(n) = encode::select(&mut buf, u64::from(url.db)) {
-                conn.out.extend_from_slice(&buf[..n]);
-                conn.expect.push_back(Expect::Select);
-            }
-        }
-        for s in [
-            script::RELEASE,
-            script::EXTEND,
-            script::FENCED_ACQUIRE,
-            script::FENCE_WRITE,
-            script::INSPECT,
-        ] {
-            encode_growing(&mut conn.out, |b| {
-                encode::script_load(b, s.source.as_bytes())
+            encode_growing(&mut conn.out, |b| match step {
+                Step::Auth => {
+                    let pw = url.password.as_ref().map_or(&[][..], |p| p.expose());
+                    match &url.user {
+                        Some(user) => encode::auth_user(b, user.as_bytes(), pw),
+                        None => encode::auth(b, pw),
+                    }
+                }
+                Step::Select => encode::select(b, u64::from(url.db)),
+                Step::ScriptLoad => encode::script_load(b, source.as_bytes()),
+                _ => encode::info(b, Some(b"server")),
             });
-            conn.expect.push_back(Expect::ScriptLoad);
+            conn.expect.push_back(Expect::Handshake(step));
         }
-        if let Ok(n) = encode::info(&mut buf, Some(b"server")) {
-            conn.out.extend_from_slice(&buf[..n]);
-            conn.expect.push_back(Expect::Info);
-        }
+        conn.handshake_left = conn.expect.len();
         Ok(())
     }
 
@@ -827,6 +906,12 @@ impl<J: Job> State<J> {
     /// an exponential backoff. Every operation with requests on it is told
     /// (at its next pump).
     fn fail(&mut self, i: usize) {
+        self.fail_because(i, None);
+    }
+
+    /// [`fail`](State::fail), with why the server is refused (its handshake
+    /// failed, with the server's text), if it is.
+    fn fail_because(&mut self, i: usize, refused: Option<(SetupError, String)>) {
         let State {
             conns,
             slots,
@@ -870,9 +955,12 @@ impl<J: Job> State<J> {
             retry_at: StdInstant::now() + backoff,
         };
         conn.out.clear();
+        conn.held.clear();
         conn.filled = 0;
         conn.expect.clear();
+        conn.handshake_left = 0;
         conn.writable_interest = false;
+        conn.refused = refused;
     }
 
     /// Whether bytes wait to be written on a connection that is up (its
@@ -889,9 +977,13 @@ impl<J: Job> State<J> {
         } else if self
             .conns
             .iter()
-            .filter(waiting)
-            .any(|c| matches!(c.state, ConnState::Connecting { .. }))
+            .any(|c| c.state == ConnState::Up && !c.held.is_empty())
         {
+            Unwritten::BehindHandshake
+        } else if self.conns.iter().any(|c| {
+            matches!(c.state, ConnState::Connecting { .. })
+                && !(c.out.is_empty() && c.held.is_empty())
+        }) {
             Unwritten::BehindConnect
         } else {
             Unwritten::Nothing
@@ -1004,7 +1096,11 @@ impl<J: Job> State<J> {
                 // Parse what arrived, even before an error, then close on error.
                 let before = self.conns[i].filled;
                 let routed = self.dispatch(i, now);
-                if read.is_err() || routed.is_err() {
+                if let Err(refused) = routed {
+                    self.fail_because(i, refused);
+                    break;
+                }
+                if read.is_err() {
                     self.fail(i);
                     break;
                 }
@@ -1058,16 +1154,27 @@ impl<J: Job> State<J> {
     }
 
     /// Parses every complete reply on connection `i` and hands each to the
-    /// operation it answers. `Err` when the stream is out of step or does
-    /// not parse: the connection must be closed.
-    fn dispatch(&mut self, i: usize, now: Instant) -> Result<(), ()> {
+    /// operation it answers, or to the core's judge of the handshake. `Err`
+    /// when the connection must be closed: the stream is out of step or
+    /// does not parse (`None`), or the handshake failed (why, with the
+    /// server's text).
+    fn dispatch(&mut self, i: usize, now: Instant) -> Result<(), Option<(SetupError, String)>> {
         let State {
             conns,
             parser,
             slots,
+            config,
             ..
         } = self;
-        let conn = &mut conns[i];
+        let plan = Plan {
+            auth: false,
+            select: false,
+            info_required: config.info_required,
+        };
+        let (before, rest) = conns.split_at_mut(i);
+        let Some((conn, after)) = rest.split_first_mut() else {
+            return Ok(());
+        };
         let server = ServerId(i as u8);
         let mut used_total = 0;
         let result = loop {
@@ -1077,7 +1184,7 @@ impl<J: Job> State<J> {
                 Ok(Status::Incomplete) => break Ok(()),
                 Err(e) => {
                     log::warn!("redlock: bad reply from {}: {e}", conn.url);
-                    break Err(());
+                    break Err(None);
                 }
             };
             used_total += used;
@@ -1087,9 +1194,9 @@ impl<J: Job> State<J> {
             let Some(expect) = conn.expect.pop_front() else {
                 // A reply for no request: the stream is out of step.
                 log::warn!("redlock: {} sent a reply for no request", conn.url);
-                break Err(());
+                break Err(None);
             };
-            match expect {
+            let step = match expect {
                 Expect::Op { slot, serial } => {
                     // Else: a reply to an operation that is done already.
                     let Some(s) = slots.get_mut(usize::from(slot)) else {
@@ -1101,14 +1208,39 @@ impl<J: Job> State<J> {
                     if let Some(Err(_)) = s.call(|op| op.handle_reply(now, server, reply)) {
                         // The operation had asked this server nothing.
                         log::warn!("redlock: {} answered a request it was not sent", conn.url);
-                        break Err(());
+                        break Err(None);
                     }
+                    continue;
                 }
-                Expect::Auth | Expect::Select | Expect::ScriptLoad => {}
-                Expect::Info => {
-                    let Some(uptime) = reply.as_bytes().and_then(uptime_seconds) else {
-                        continue;
-                    };
+                Expect::Handshake(step) => step,
+            };
+            // Fail closed: any error to the handshake, and the server is
+            // not used until a later handshake passes.
+            let info = match handshake::judge(step, &reply, plan) {
+                Ok(Verdict::Ok) => None,
+                Ok(Verdict::Info(info)) => Some(info),
+                Err(why) => {
+                    let text = refusal_text(why, &reply);
+                    log::warn!("redlock: not using {}: {text}", conn.url);
+                    break Err(Some((why, text)));
+                }
+            };
+            if let Some(info) = info {
+                if let Some(id) = info.run_id {
+                    // One process behind two entries (another name, a proxy)
+                    // must not vote twice.
+                    let others = before.iter().chain(after.iter());
+                    let twin = others
+                        .enumerate()
+                        .map(|(k, c)| (if k < i { k } else { k + 1 }, c))
+                        .find(|(_, c)| c.state == ConnState::Up && c.run_id.as_deref() == Some(id));
+                    if let Some((k, twin)) = twin {
+                        let text = format!("the same server (run_id) as {}", twin.url.address());
+                        break Err(Some((SetupError::SameServer(ServerId(k as u8)), text)));
+                    }
+                    conn.run_id = Some(id.to_vec());
+                }
+                if let Some(uptime) = info.uptime_secs {
                     conn.incarnation = Some((StdInstant::now(), uptime));
                     let started = now.saturating_sub(redlock_core::Duration::from_secs(uptime));
                     // The operations with requests behind it learn it first.
@@ -1124,14 +1256,89 @@ impl<J: Job> State<J> {
                     }
                 }
             }
+            conn.handshake_left = conn.handshake_left.saturating_sub(1);
+            if conn.handshake_left == 0 {
+                // Every step passed: the requests held behind it go out.
+                conn.failures = 0;
+                conn.refused = None;
+                let held = core::mem::take(&mut conn.held);
+                conn.out.extend_from_slice(&held);
+                conn.held = held;
+                conn.held.clear();
+            }
         };
         let used = used_total.min(conn.filled);
         conn.inbuf.copy_within(used..conn.filled, 0);
         conn.filled -= used;
-        if result.is_ok() && used_total > 0 {
-            conn.failures = 0;
-        }
         result
+    }
+}
+
+/// What a report says of a refused handshake: the core's reason, and the
+/// server's own error text (printable ASCII, cut to [`MAX_ERROR_TEXT`]).
+fn refusal_text(why: SetupError, reply: &Reply<'_>) -> String {
+    match reply.as_error() {
+        Some(e) => {
+            let text: String = e
+                .message()
+                .iter()
+                .take(MAX_ERROR_TEXT)
+                .map(|&b| {
+                    if (0x20..0x7f).contains(&b) {
+                        b as char
+                    } else {
+                        '?'
+                    }
+                })
+                .collect();
+            format!("{why}: {text}")
+        }
+        None => why.to_string(),
+    }
+}
+
+/// Who a connection is, for the duplicate check: the addresses its name
+/// resolved to, or the name itself while it resolves to nothing.
+#[derive(Debug, PartialEq, Eq)]
+enum Identity<'a> {
+    Addr(SocketAddr),
+    Name(&'a str, u16),
+}
+
+fn identities(c: &Conn) -> Vec<Identity<'_>> {
+    let mut ids: Vec<Identity<'_>> = c.addrs.iter().map(|&a| Identity::Addr(a)).collect();
+    ids.push(Identity::Name(c.url.host.as_str(), c.url.port));
+    ids
+}
+
+/// The first two connections to the same server (the core's rule).
+fn same_server(conns: &[Conn]) -> Option<(usize, usize)> {
+    let ids: Vec<Vec<Identity<'_>>> = conns.iter().map(identities).collect();
+    let slices: Vec<&[Identity<'_>]> = ids.iter().map(Vec::as_slice).collect();
+    handshake::same_server(&slices).map(|(a, b)| (a.index(), b.index()))
+}
+
+/// Another connection to the same server as connection `i`, if any.
+fn twin_of(conns: &[Conn], i: usize) -> Option<usize> {
+    let mine = identities(conns.get(i)?);
+    (0..conns.len()).filter(|&k| k != i).find(|&k| {
+        let theirs = identities(&conns[k]);
+        handshake::same_server(&[&mine[..], &theirs[..]]).is_some()
+    })
+}
+
+/// Why a connect could not start.
+#[derive(Debug)]
+enum ConnectError {
+    /// The socket could not be opened, or the name not resolved.
+    Io(io::Error),
+    /// The server may not be used (with the text for the report).
+    Refused(SetupError, String),
+}
+
+impl From<io::Error> for ConnectError {
+    fn from(e: io::Error) -> ConnectError {
+        ConnectError::Io(e)
     }
 }
 
@@ -1162,16 +1369,6 @@ fn open_stream(conn: &mut Conn, registry: &Registry, token: Token) -> bool {
 /// The addresses of `url`'s host (a name lookup for a host name).
 fn resolve(url: &ServerUrl) -> io::Result<Vec<SocketAddr>> {
     Ok((url.host.as_str(), url.port).to_socket_addrs()?.collect())
-}
-
-/// `uptime_in_seconds:N` from the text of `INFO server`.
-fn uptime_seconds(info: &[u8]) -> Option<u64> {
-    let text = core::str::from_utf8(info).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("uptime_in_seconds:"))?
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// Encodes into the end of `out`, growing it to the size the encoder asks for.
@@ -1281,6 +1478,7 @@ mod tests {
             Ok(Some(Transmit {
                 server: ServerId(0),
                 len: PING.len(),
+                release: false,
             }))
         }
         fn handle_reply(
@@ -1337,6 +1535,8 @@ mod tests {
             backoff_min: StdDuration::from_millis(10),
             backoff_max: StdDuration::from_secs(1),
             limits: Limits::DEFAULT,
+            info_required: false,
+            delivery_grace: StdDuration::from_millis(20),
         }
     }
 
@@ -1423,7 +1623,8 @@ mod tests {
         // kernel resets the connection.
         std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
-            s.write_all(&b"+OK\r\n".repeat(7)).unwrap();
+            s.write_all(&[handshake_ok(), b"+OK\r\n".to_vec()].concat())
+                .unwrap();
             std::thread::sleep(StdDuration::from_millis(100));
             drop(s);
             std::thread::sleep(StdDuration::from_secs(60));
@@ -1463,23 +1664,37 @@ mod tests {
     /// they are queued behind a connect in progress and nobody calls again.
     #[test]
     fn what_a_finished_operation_queued_is_sent() {
-        let (t, listener) = transport();
+        let (t, listener) = transport_with(ConnConfig {
+            delivery_grace: StdDuration::from_secs(5),
+            ..config()
+        });
+        // The server answers the handshake once it has read it, then
+        // reports everything it read.
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            let mut answered = false;
+            while let Ok(n) = s.read(&mut buf) {
+                got.extend_from_slice(&buf[..n]);
+                if !answered && got.windows(4).any(|w| w == b"INFO") {
+                    s.write_all(&handshake_ok()).unwrap();
+                    answered = true;
+                }
+                if n == 0 || got.ends_with(PING) {
+                    break;
+                }
+            }
+            got
+        });
         let op = TestOp {
             pings: 1,
             fire_and_forget: true,
             ..TestOp::default()
         };
         assert_eq!(t.run(op), 7);
-        let (mut s, _) = listener.accept().unwrap();
-        s.set_read_timeout(Some(StdDuration::from_secs(2))).unwrap();
-        let mut got = Vec::new();
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = s.read(&mut buf) {
-            got.extend_from_slice(&buf[..n]);
-            if n == 0 || got.ends_with(PING) {
-                break;
-            }
-        }
+        let got = server.join().unwrap();
         assert!(
             got.ends_with(PING),
             "the server received {} bytes",
@@ -1497,7 +1712,8 @@ mod tests {
         let (t, listener) = transport();
         std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
-            s.write_all(&b"+OK\r\n".repeat(7)).unwrap();
+            s.write_all(&[handshake_ok(), b"+OK\r\n".to_vec()].concat())
+                .unwrap();
             std::thread::sleep(StdDuration::from_millis(100));
             drop(s); // unread bytes: a reset
             std::thread::sleep(StdDuration::from_secs(60));
@@ -1527,7 +1743,8 @@ mod tests {
         std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
             // The handshake and the first PING; later PINGs go unanswered.
-            s.write_all(&b"+OK\r\n".repeat(7)).unwrap();
+            s.write_all(&[handshake_ok(), b"+OK\r\n".to_vec()].concat())
+                .unwrap();
             std::thread::sleep(StdDuration::from_secs(120));
         });
         let op = TestOp {
@@ -1563,7 +1780,7 @@ mod tests {
         let (t, listener) = transport();
         std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
-            let mut all = b"+OK\r\n".repeat(5);
+            let mut all = b"$40\r\nb70c2384248f88e6b75b9f89241a180f856ad852\r\n".repeat(5);
             let body = vec![b'x'; 30_000];
             all.extend_from_slice(format!("${}\r\n", body.len()).as_bytes());
             all.extend_from_slice(&body);
@@ -1589,7 +1806,7 @@ mod tests {
         let (tx, rx) = mpsc::channel::<()>();
         std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
-            s.write_all(&b"+OK\r\n".repeat(6)).unwrap();
+            s.write_all(&handshake_ok()).unwrap();
             rx.recv().unwrap();
             let mut all = Vec::new();
             for _ in 0..900 {
@@ -1620,7 +1837,30 @@ mod tests {
         assert!(took < StdDuration::from_secs(20), "took {took:?}");
     }
 
-    /// A server that answers +OK to every command, on any connection.
+    const SCRIPT_LOADED: &[u8] = b"$40\r\nb70c2384248f88e6b75b9f89241a180f856ad852\r\n";
+    const INFO: &[u8] = b"$37\r\nrun_id:fake\r\nuptime_in_seconds:9999\r\n\r\n";
+
+    /// What a good server answers to the handshake: every `SCRIPT LOAD`
+    /// and `INFO`.
+    fn handshake_ok() -> Vec<u8> {
+        [SCRIPT_LOADED.repeat(script::ALL.len()), INFO.to_vec()].concat()
+    }
+
+    /// A good server's answer to `command` (encoded): the digest to
+    /// `SCRIPT LOAD`, the server section to `INFO`, +OK to anything else.
+    fn fake_answer(command: &[u8]) -> &'static [u8] {
+        let has = |word: &[u8]| command.windows(word.len()).any(|w| w == word);
+        if has(b"SCRIPT") {
+            SCRIPT_LOADED
+        } else if has(b"INFO") {
+            INFO
+        } else {
+            b"+OK\r\n"
+        }
+    }
+
+    /// A server that answers every command as a good server would (+OK to
+    /// anything but the handshake), on any connection.
     fn serve_ok(listener: TcpListener) {
         std::thread::spawn(move || {
             for s in listener.incoming() {
@@ -1638,8 +1878,8 @@ mod tests {
                         while let Ok(Status::Complete((_, used))) =
                             redlock_core::redlock_resp::parse_reply(&buf)
                         {
+                            out.extend_from_slice(fake_answer(&buf[..used]));
                             buf.drain(..used);
-                            out.extend_from_slice(b"+OK\r\n");
                         }
                         if s.write_all(&out).is_err() {
                             return;

@@ -5,18 +5,18 @@ use core::fmt;
 /// The default Redis port.
 pub const DEFAULT_PORT: u16 = 6379;
 
-/// A password that never shows in `Debug` or `Display`.
+/// A password (any bytes) that never shows in `Debug` or `Display`.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+pub struct Secret(Vec<u8>);
 
 impl Secret {
     /// Wraps a password.
-    pub fn new(s: impl Into<String>) -> Secret {
+    pub fn new(s: impl Into<Vec<u8>>) -> Secret {
         Secret(s.into())
     }
 
     /// The password itself, for `AUTH` only.
-    pub fn expose(&self) -> &str {
+    pub fn expose(&self) -> &[u8] {
         &self.0
     }
 }
@@ -24,6 +24,12 @@ impl Secret {
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret(***)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
     }
 }
 
@@ -40,6 +46,22 @@ pub struct ServerUrl {
     pub password: Option<Secret>,
     /// Database number for `SELECT` (0 by default).
     pub db: u32,
+}
+
+impl ServerUrl {
+    /// `host:port` (`[v6]:port`), and `/db` when not 0: how reports name
+    /// the server. Never the user or password.
+    pub fn address(&self) -> String {
+        let mut s = if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        };
+        if self.db != 0 {
+            s.push_str(&format!("/{}", self.db));
+        }
+        s
+    }
 }
 
 impl fmt::Debug for ServerUrl {
@@ -86,7 +108,8 @@ pub enum UrlError {
     UnsupportedScheme,
     /// An IPv6 address without its closing `]`.
     BadIpv6,
-    /// A `%` escape that is not two hex digits, or that decodes to invalid UTF-8.
+    /// A `%` escape that is not two hex digits (or, in a user name, that
+    /// decodes to invalid UTF-8; a password may be any bytes).
     BadEscape,
 }
 
@@ -105,13 +128,16 @@ impl fmt::Display for UrlError {
 
 impl core::error::Error for UrlError {}
 
-fn percent_decode(s: &str) -> Result<String, UrlError> {
+fn percent_decode_bytes(s: &str) -> Result<Vec<u8>, UrlError> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
             let hex = s.get(i + 1..i + 3).ok_or(UrlError::BadEscape)?;
+            if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(UrlError::BadEscape);
+            }
             out.push(u8::from_str_radix(hex, 16).map_err(|_| UrlError::BadEscape)?);
             i += 3;
         } else {
@@ -119,7 +145,11 @@ fn percent_decode(s: &str) -> Result<String, UrlError> {
             i += 1;
         }
     }
-    String::from_utf8(out).map_err(|_| UrlError::BadEscape)
+    Ok(out)
+}
+
+fn percent_decode(s: &str) -> Result<String, UrlError> {
+    String::from_utf8(percent_decode_bytes(s)?).map_err(|_| UrlError::BadEscape)
 }
 
 impl core::str::FromStr for ServerUrl {
@@ -144,11 +174,11 @@ impl core::str::FromStr for ServerUrl {
                     let u = percent_decode(u)?;
                     (
                         if u.is_empty() { None } else { Some(u) },
-                        Some(Secret(percent_decode(p)?)),
+                        Some(Secret(percent_decode_bytes(p)?)),
                     )
                 }
                 // `redis://password@host` is not standard; treat it as a password, like redis-cli.
-                None => (None, Some(Secret(percent_decode(c)?))),
+                None => (None, Some(Secret(percent_decode_bytes(c)?))),
             },
         };
         let (hostport, db) = match hostpart.split_once('/') {
@@ -219,7 +249,7 @@ mod tests {
         let u = url("redis://:s3cret@h:1/2");
         assert_eq!(
             (u.user, u.password.as_ref().map(Secret::expose), u.db),
-            (None, Some("s3cret"), 2)
+            (None, Some(&b"s3cret"[..]), 2)
         );
         let u = url("redis://locker:p%40ss:w@rd@h/15");
         assert_eq!(
@@ -228,7 +258,7 @@ mod tests {
                 u.password.as_ref().map(Secret::expose),
                 u.db
             ),
-            (Some("locker"), Some("p@ss:w@rd"), 15)
+            (Some("locker"), Some(&b"p@ss:w@rd"[..]), 15)
         );
         let u = url("redis://[::1]:7001/3");
         assert_eq!((u.host.as_str(), u.port, u.db), ("::1", 7001, 3));

@@ -54,3 +54,18 @@ pub const INSPECT: Script = Script {
     source: "return {redis.call(\"get\",KEYS[1]), redis.call(\"pttl\",KEYS[1])}",
     sha1: "50501c20c10031c8b157e09cce48874a16b54501",
 };
+
+/// Every script the lock operations use: a connection's handshake loads
+/// each of them (`SCRIPT LOAD`), so that `EVALSHA` finds them.
+pub const ALL: [Script; 5] = [RELEASE, EXTEND, FENCED_ACQUIRE, FENCE_WRITE, INSPECT];
+
+/// F1 repair, an operator's action: raise the fence counter to at least
+/// `ARGV[1]`, never lowering it, whoever holds the lock; returns the counter
+/// afterwards. After servers restarted without persistence and lost their
+/// counters, the operator gives the highest fence the protected resource has
+/// accepted, so that every later token is larger. Rare, so not in [`ALL`]:
+/// it is sent with `EVAL`. `KEYS[1]` = counter key, `ARGV[1]` = the floor.
+pub const FENCE_RAISE: Script = Script {
+    source: "local c = tonumber(redis.call(\"get\",KEYS[1]) or \"0\") if c == nil then return redis.error_reply(\"ERR the fence counter is not a number\") end if c < tonumber(ARGV[1]) then redis.call(\"set\",KEYS[1],ARGV[1]) end return redis.call(\"get\",KEYS[1])",
+    sha1: "02f7deee4e6c94c3b34b8fc055130cf23c6a60e5",
+};

@@ -365,3 +365,24 @@ impl Conn {
         &self.last_raw
     }
 }
+
+/// What a good server answers to one command (encoded, as a client sent
+/// it), for fake servers that must pass the client's handshake: the digest
+/// of the script to `SCRIPT LOAD`, a server section with an uptime of a day
+/// and a `run_id` unique to this fake (`fake_id`) to `INFO`, and `+OK` to
+/// anything else.
+pub fn fake_answer(command: &[u8], fake_id: u16) -> Vec<u8> {
+    let has = |word: &[u8]| command.windows(word.len()).any(|w| w == word);
+    if has(b"SCRIPT") {
+        let sha = redlock_resp::script::ALL
+            .iter()
+            .find(|s| has(s.source.as_bytes()))
+            .map_or("0000000000000000000000000000000000000000", |s| s.sha1);
+        format!("${}\r\n{sha}\r\n", sha.len()).into_bytes()
+    } else if has(b"INFO") {
+        let body = format!("# Server\r\nrun_id:fake{fake_id:036}\r\nuptime_in_seconds:86400\r\n");
+        format!("${}\r\n{body}\r\n", body.len()).into_bytes()
+    } else {
+        b"+OK\r\n".to_vec()
+    }
+}

@@ -82,13 +82,14 @@ fn too_large(c: &mut TcpStream, _: &[u8], _: &AtomicBool) {
     let _ = c.write_all(&vec![b'x'; 1 << 20]);
 }
 
-/// `+OK` to every command it read, then one reply more that answers nothing.
+/// What a good server answers to every command it read (the handshake
+/// passes; `+OK` to the rest), then one reply more that answers nothing.
 fn unsolicited(c: &mut TcpStream, data: &[u8], _: &AtomicBool) {
     let mut rest = data;
     while let Ok(redlock_core::redlock_resp::Status::Complete((_, used))) =
         redlock_core::redlock_resp::parse_reply(rest)
     {
-        let _ = c.write_all(b"+OK\r\n");
+        let _ = c.write_all(&redlock_tests::fake_answer(&rest[..used], 1));
         rest = &rest[used..];
     }
     let _ = c.write_all(b"+OK\r\n");
@@ -161,11 +162,12 @@ fn every_bad_server_fails_alone_and_fast() {
             assert_eq!(lock.report().count(ServerOutcome::Ok), 3, "{name}");
             c.unlock(&lock).unwrap();
         }
-        // With the bad server in the majority's way the lock fails, fast and typed.
+        // With bad servers in the majority's way the lock fails, fast and typed.
+        let twin = Fake::start(behave);
         let urls = [
             fake.addr.clone(),
             real[0].addr().to_string(),
-            fake.addr.clone(),
+            twin.addr.clone(),
         ];
         let c = Client::builder()
             .servers(&urls)

@@ -223,7 +223,8 @@ fn passwords_acl_users_and_wrong_passwords() {
         .unwrap();
     let err = c.lock(b"res", Duration::from_secs(5)).unwrap_err();
     let shown = format!("{err} {err:?} {c:?}");
-    assert!(shown.contains("NOAUTH"), "{shown}");
+    assert!(shown.contains("WRONGPASS"), "{shown}");
+    assert!(!shown.contains("NOAUTH"), "{shown}");
     assert!(!shown.contains("hunter2"), "{shown}");
 }
 

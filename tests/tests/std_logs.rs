@@ -25,26 +25,45 @@ impl log::Log for Capture {
 
 static CAPTURE: Capture = Capture(Mutex::new(Vec::new()));
 
+/// A password with every character that URLs and shells treat specially,
+/// and a byte that is not UTF-8 (`%FF` in the URL).
+const PASSWORD_IN_URL: &str = "hunter2@:/%25%FF";
+
 #[test]
-fn logs_never_show_passwords() {
+fn logs_and_errors_never_show_passwords() {
     log::set_logger(&CAPTURE).unwrap();
     log::set_max_level(log::LevelFilter::Trace);
-    let server = RedisServer::start_with(&["--requirepass", "right"]).unwrap();
+    let guarded = RedisServer::start_with(&["--requirepass", "right"]).unwrap();
+    let other = RedisServer::start_with(&["--requirepass", "right"]).unwrap();
     let dead = free_port().unwrap();
     let urls = [
-        format!("redis://user:hunter2@{}", server.addr()),
-        format!("redis://:hunter2@127.0.0.1:{dead}"),
-        format!("redis://:hunter2@{}", server.addr()),
+        format!("redis://user:{PASSWORD_IN_URL}@{}", guarded.addr()),
+        format!("redis://:{PASSWORD_IN_URL}@127.0.0.1:{dead}"),
+        format!("redis://:{PASSWORD_IN_URL}@{}/3", other.addr()),
     ];
+    let builder = Client::builder()
+        .servers(&urls)
+        .servers([format!("redis://:{PASSWORD_IN_URL}@host:notaport")])
+        .retry(0, Duration::ZERO);
+    let shown_builder = format!("{builder:?}");
+    // The fourth entry does not parse: the error does not repeat it.
+    let bad = builder.build().unwrap_err();
     let c = Client::builder()
         .servers(&urls)
         .retry(0, Duration::ZERO)
         .build()
         .unwrap();
     let err = c.lock(b"res", Duration::from_secs(1)).unwrap_err();
+    // The wrong password is reported as such, in the server's words.
+    assert!(err.to_string().contains("WRONGPASS"), "{err}");
     let logs = CAPTURE.0.lock().unwrap().join("\n");
     assert!(!logs.is_empty(), "nothing was logged");
     assert!(logs.contains("127.0.0.1"), "{logs}");
-    assert!(!logs.contains("hunter2"), "{logs}");
-    assert!(!format!("{err} {err:?} {c:?} {:?}", c.server_urls()).contains("hunter2"));
+    let urls_shown: Vec<String> = c.server_urls().iter().map(|u| format!("{u} {u:?}")).collect();
+    let everything = format!(
+        "{logs}\n{err} {err:?} {bad} {bad:?} {c:?} {urls_shown:?} {shown_builder}"
+    );
+    for secret in ["hunter2", "%25%FF", "%FF"] {
+        assert!(!everything.contains(secret), "{secret} in {everything}");
+    }
 }

@@ -1,0 +1,327 @@
+//! The connection handshake, judged fail-closed, and what counts as one server.
+//!
+//! A platform opens a connection and sends, before any lock command, the
+//! handshake [`steps`]: `AUTH` (with a password), `SELECT` (for a database
+//! other than 0), `SCRIPT LOAD` of every script in [`script::ALL`], and
+//! `INFO server` (the restart guard reads the server's uptime from it). Each
+//! reply is given to [`judge`]. The rule is *fail closed*: a connection whose
+//! handshake got any error reply (to `AUTH`, `SELECT`, `SCRIPT LOAD`, or to
+//! `INFO` while the restart guard needs it) is never used for lock commands,
+//! so the platform must hold the operations' requests until every handshake
+//! reply has been judged. Pipelining them behind the handshake would let a
+//! `SET` run in database 0 after a `SELECT` failed, or as the wrong user
+//! after an `AUTH` failed.
+//!
+//! The server then counts as unavailable for the operations that wanted it:
+//! the platform tells them with `handle_setup_error`, and their report shows
+//! [`ServerOutcome::Setup`](crate::ServerOutcome::Setup) with the step and the
+//! server's error kind. The platform retries the connection with backoff, as
+//! after a connection error.
+//!
+//! [`script::ALL`]: redlock_resp::script::ALL
+
+use redlock_resp::{ErrorKind, Reply};
+
+use crate::report::ServerId;
+
+/// A step of the connection handshake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Step {
+    /// `AUTH [user] password`.
+    Auth,
+    /// `SELECT db`.
+    Select,
+    /// `SCRIPT LOAD` of one of the scripts.
+    ScriptLoad,
+    /// `INFO server`, read for the restart guard (and the server's identity).
+    Info,
+}
+
+impl Step {
+    /// The command, as a user would name it (`"SELECT"`).
+    pub fn command(self) -> &'static str {
+        match self {
+            Step::Auth => "AUTH",
+            Step::Select => "SELECT",
+            Step::ScriptLoad => "SCRIPT LOAD",
+            Step::Info => "INFO",
+        }
+    }
+}
+
+/// Why a server cannot be used: its handshake failed, or it is a server
+/// already in the list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum SetupError {
+    /// The server answered a handshake step with an error (`WRONGPASS`,
+    /// `NOPERM`, `ERR DB index is out of range`, ...).
+    Refused {
+        /// The step that failed.
+        step: Step,
+        /// The server's error, by kind (the platform keeps its text).
+        kind: ErrorKind,
+    },
+    /// A handshake reply of the wrong shape (not `+OK` to `AUTH`, ...).
+    Unexpected {
+        /// The step that got it.
+        step: Step,
+    },
+    /// The restart guard is on and `INFO` has no `uptime_in_seconds`: the
+    /// server's restart time cannot be known, so its votes would not count.
+    NoUptime,
+    /// This entry is the same server as an earlier one (the same address
+    /// and port, or the same `run_id`): one process must not vote twice.
+    SameServer(ServerId),
+}
+
+impl core::fmt::Display for SetupError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SetupError::Refused {
+                step: Step::Info,
+                kind,
+            } => write!(f, "restart time unknown: INFO denied ({})", kind.as_str()),
+            SetupError::Refused { step, kind } => {
+                write!(f, "{} failed ({})", step.command(), kind.as_str())
+            }
+            SetupError::Unexpected { step } => {
+                write!(f, "unexpected reply to {}", step.command())
+            }
+            SetupError::NoUptime => {
+                f.write_str("restart time unknown: INFO has no uptime_in_seconds")
+            }
+            SetupError::SameServer(first) => {
+                write!(f, "the same server as entry {}", first.0)
+            }
+        }
+    }
+}
+
+impl core::error::Error for SetupError {}
+
+/// What the handshake of one connection sends, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Plan {
+    /// Send `AUTH` (a password is configured).
+    pub auth: bool,
+    /// Send `SELECT` (a database other than 0).
+    pub select: bool,
+    /// An error to `INFO`, or an `INFO` without `uptime_in_seconds`, fails
+    /// the handshake (the restart guard is on).
+    pub info_required: bool,
+}
+
+/// The steps of `plan`, in the order they are sent: `AUTH`, `SELECT`, one
+/// `SCRIPT LOAD` per script of [`redlock_resp::script::ALL`], `INFO server`.
+pub fn steps(plan: Plan) -> impl Iterator<Item = Step> {
+    let auth = plan.auth.then_some(Step::Auth);
+    let select = plan.select.then_some(Step::Select);
+    let loads = redlock_resp::script::ALL.iter().map(|_| Step::ScriptLoad);
+    auth.into_iter()
+        .chain(select)
+        .chain(loads)
+        .chain(core::iter::once(Step::Info))
+}
+
+/// What `INFO server` told about the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ServerInfo<'a> {
+    /// `uptime_in_seconds`.
+    pub uptime_secs: Option<u64>,
+    /// `run_id`: unique per server process.
+    pub run_id: Option<&'a [u8]>,
+}
+
+impl<'a> ServerInfo<'a> {
+    /// Reads the fields of the text of `INFO server` (lines `name:value`).
+    pub fn parse(text: &'a [u8]) -> ServerInfo<'a> {
+        let mut info = ServerInfo::default();
+        for line in text.split(|&b| b == b'\n') {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if let Some(v) = line.strip_prefix(b"uptime_in_seconds:") {
+                info.uptime_secs = parse_u64(v);
+            } else if let Some(v) = line.strip_prefix(b"run_id:") {
+                if !v.is_empty() {
+                    info.run_id = Some(v);
+                }
+            }
+        }
+        info
+    }
+}
+
+/// Decimal digits within `u64` (saturating), nothing else.
+pub(crate) fn parse_u64(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(digits.iter().fold(0u64, |n, &d| {
+        n.saturating_mul(10)
+            .saturating_add(u64::from(d.wrapping_sub(b'0')))
+    }))
+}
+
+/// What a handshake reply means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict<'a> {
+    /// The step succeeded; go on.
+    Ok,
+    /// `INFO` answered (or, with the guard off, failed harmlessly): what it
+    /// told, empty if nothing.
+    Info(ServerInfo<'a>),
+}
+
+/// Judges the reply to one handshake step (fail closed): any error reply is
+/// a [`SetupError`], except to `INFO` while the restart guard is off (then
+/// nothing needs it).
+pub fn judge<'a>(step: Step, reply: &Reply<'a>, plan: Plan) -> Result<Verdict<'a>, SetupError> {
+    if let Reply::Error(e) = reply {
+        if step == Step::Info && !plan.info_required {
+            return Ok(Verdict::Info(ServerInfo::default()));
+        }
+        return Err(SetupError::Refused {
+            step,
+            kind: e.kind(),
+        });
+    }
+    match step {
+        Step::Auth | Step::Select if reply.is_ok() => Ok(Verdict::Ok),
+        Step::ScriptLoad if matches!(reply, Reply::Bulk(_)) => Ok(Verdict::Ok),
+        Step::Info => {
+            let info = reply.as_bytes().map(ServerInfo::parse).unwrap_or_default();
+            if plan.info_required && info.uptime_secs.is_none() {
+                return Err(SetupError::NoUptime);
+            }
+            Ok(Verdict::Info(info))
+        }
+        step => Err(SetupError::Unexpected { step }),
+    }
+}
+
+/// The first pair of entries that are the same server, given each entry's
+/// identities (its resolved addresses with port, or its `run_id`): two
+/// entries sharing any identity are one server, whatever their database or
+/// credentials. One server with several databases is not several masters:
+/// it would give one process several votes.
+pub fn same_server<I: PartialEq>(identities: &[&[I]]) -> Option<(ServerId, ServerId)> {
+    for (j, later) in identities.iter().enumerate() {
+        for (i, earlier) in identities.iter().enumerate().take(j) {
+            if later.iter().any(|id| earlier.contains(id)) {
+                return Some((ServerId(i as u8), ServerId(j as u8)));
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::indexing_slicing)]
+    use super::*;
+    use redlock_resp::ServerError;
+
+    const GUARD: Plan = Plan {
+        auth: true,
+        select: true,
+        info_required: true,
+    };
+    const NO_GUARD: Plan = Plan {
+        info_required: false,
+        ..GUARD
+    };
+
+    #[test]
+    fn every_error_fails_the_handshake() {
+        let err = Reply::Error(ServerError::new(b"ERR DB index is out of range"));
+        for step in [Step::Auth, Step::Select, Step::ScriptLoad] {
+            assert_eq!(
+                judge(step, &err, NO_GUARD),
+                Err(SetupError::Refused {
+                    step,
+                    kind: ErrorKind::Err
+                })
+            );
+        }
+        let denied = Reply::Error(ServerError::new(b"NOPERM no info for you"));
+        assert_eq!(
+            judge(Step::Info, &denied, GUARD),
+            Err(SetupError::Refused {
+                step: Step::Info,
+                kind: ErrorKind::NoPerm
+            })
+        );
+        // Without the guard nothing needs INFO.
+        assert!(matches!(
+            judge(Step::Info, &denied, NO_GUARD),
+            Ok(Verdict::Info(_))
+        ));
+    }
+
+    #[test]
+    fn wrong_shapes_fail_the_handshake() {
+        assert_eq!(
+            judge(Step::Select, &Reply::Simple(b"QUEUED"), NO_GUARD),
+            Err(SetupError::Unexpected { step: Step::Select })
+        );
+        assert_eq!(
+            judge(Step::ScriptLoad, &Reply::Integer(1), NO_GUARD),
+            Err(SetupError::Unexpected {
+                step: Step::ScriptLoad
+            })
+        );
+        assert_eq!(
+            judge(Step::Auth, &Reply::Simple(b"OK"), NO_GUARD),
+            Ok(Verdict::Ok)
+        );
+    }
+
+    #[test]
+    fn info_without_uptime_fails_only_with_the_guard() {
+        let info = Reply::Bulk(b"# Server\r\nredis_version:7.0.0\r\n");
+        assert_eq!(judge(Step::Info, &info, GUARD), Err(SetupError::NoUptime));
+        assert!(judge(Step::Info, &info, NO_GUARD).is_ok());
+        let good = Reply::Bulk(b"# Server\r\nrun_id:abc\r\nuptime_in_seconds:42\r\n");
+        assert_eq!(
+            judge(Step::Info, &good, GUARD),
+            Ok(Verdict::Info(ServerInfo {
+                uptime_secs: Some(42),
+                run_id: Some(b"abc"),
+            }))
+        );
+        for bad in [
+            &b"uptime_in_seconds:-1"[..],
+            b"uptime_in_seconds:",
+            b"uptime_in_seconds:1x",
+        ] {
+            assert_eq!(ServerInfo::parse(bad).uptime_secs, None);
+        }
+    }
+
+    #[test]
+    fn the_plan_has_every_script() {
+        let plan = Plan {
+            auth: false,
+            select: true,
+            info_required: false,
+        };
+        let all: heapless::Vec<Step, 16> = steps(plan).collect();
+        assert_eq!(all[0], Step::Select);
+        assert_eq!(all.len(), 2 + redlock_resp::script::ALL.len());
+        assert_eq!(all.last(), Some(&Step::Info));
+    }
+
+    #[test]
+    fn same_server_finds_shared_identities() {
+        let a: &[u32] = &[1, 2];
+        let b: &[u32] = &[3];
+        let c: &[u32] = &[4, 2];
+        assert_eq!(same_server(&[a, b]), None);
+        assert_eq!(same_server(&[a, b, c]), Some((ServerId(0), ServerId(2))));
+        assert_eq!(same_server::<u32>(&[&[], &[]]), None);
+    }
+}

@@ -612,3 +612,188 @@ fn ctrl_c_stops_the_demo_and_a_waiting_lock_cleanly() {
         "did not stop waiting"
     );
 }
+
+/// Calls of `command` on `server` since its statistics were reset.
+fn calls(server: &RedisServer, command: &str) -> u64 {
+    let Value::Bulk(info) = server
+        .conn()
+        .unwrap()
+        .request(&[b"INFO", b"commandstats"])
+        .unwrap()
+    else {
+        panic!("INFO commandstats");
+    };
+    let info = String::from_utf8(info).unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+/// Issue 9, item 9: the client's timeouts, retries and restart guard from
+/// the command line.
+#[test]
+fn client_flags_are_checked_and_take_effect() {
+    let (servers, list) = servers(3);
+    // Bad values: 64, one line, naming the option.
+    for (args, option) in [
+        (
+            vec!["acquire", "--request-timeout", "soon", "r"],
+            "--request-timeout",
+        ),
+        (
+            vec!["acquire", "--request-timeout", "0", "r"],
+            "--request-timeout",
+        ),
+        (
+            vec!["acquire", "--ttl", "1s", "--request-timeout", "1s", "r"],
+            "--request-timeout",
+        ),
+        (
+            vec!["inspect", "--connect-timeout", "0", "r"],
+            "--connect-timeout",
+        ),
+        (vec!["acquire", "--retries", "-1", "r"], "--retries"),
+        (
+            vec!["lock", "--retries", "x", "r", "--", "true"],
+            "--retries",
+        ),
+        (
+            vec!["acquire", "--retry-delay", "1.5s", "r"],
+            "--retry-delay",
+        ),
+        (
+            vec!["acquire", "--restart-guard", "0", "r"],
+            "--restart-guard",
+        ),
+        // Options a subcommand has no use for are unknown to it.
+        (vec!["unlock", "--retries", "1", "r", "t"], "--retries"),
+        (vec!["bench", "--retry-delay", "1s"], "--retry-delay"),
+    ] {
+        let out = run(redlock()
+            .arg(args[0])
+            .args(["--servers", &list])
+            .args(&args[1..]));
+        assert_eq!(code(&out), 64, "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(option), "{args:?}: {err}");
+    }
+    // Every subcommand that talks to servers documents its options.
+    for (sub, options) in [
+        (
+            "lock",
+            &[
+                "--request-timeout",
+                "--connect-timeout",
+                "--retries",
+                "--retry-delay",
+                "--restart-guard",
+            ][..],
+        ),
+        (
+            "acquire",
+            &[
+                "--request-timeout",
+                "--connect-timeout",
+                "--retries",
+                "--retry-delay",
+                "--restart-guard",
+            ],
+        ),
+        ("unlock", &["--request-timeout", "--connect-timeout"]),
+        ("inspect", &["--request-timeout", "--connect-timeout"]),
+        (
+            "bench",
+            &["--request-timeout", "--connect-timeout", "--restart-guard"],
+        ),
+        (
+            "demo",
+            &["--request-timeout", "--connect-timeout", "--restart-guard"],
+        ),
+    ] {
+        let help = stdout(&run(redlock().args([sub, "--help"])));
+        for o in options {
+            assert!(help.contains(o), "{sub} --help lacks {o}: {help}");
+        }
+    }
+    let top = stdout(&run(redlock().arg("--help")));
+    for o in [
+        "--request-timeout",
+        "--connect-timeout",
+        "--retries",
+        "--retry-delay",
+        "--restart-guard",
+    ] {
+        assert!(top.contains(o), "--help lacks {o}");
+    }
+
+    // --retries: with the lock held elsewhere, N retries are N + 1
+    // attempts, each a SET on a majority at least.
+    let out = run(redlock().args(["acquire", "--servers", &list, "held"]));
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    for (retries, attempts) in [("0", 1), ("2", 3)] {
+        for s in &servers {
+            s.conn()
+                .unwrap()
+                .request(&[b"CONFIG", b"RESETSTAT"])
+                .unwrap();
+        }
+        let out = run(redlock().args([
+            "acquire",
+            "--servers",
+            &list,
+            "--retries",
+            retries,
+            "--retry-delay",
+            "1ms",
+            "held",
+        ]));
+        assert_eq!(code(&out), 75, "stderr: {}", stderr(&out));
+        let sets: u64 = servers.iter().map(|s| calls(s, "set")).sum();
+        assert!(
+            (2 * attempts..=3 * attempts).contains(&sets),
+            "--retries {retries}: {sets} SETs on 3 servers"
+        );
+    }
+
+    // --restart-guard: every server just started, so no vote counts.
+    let out = run(redlock().args([
+        "acquire",
+        "--servers",
+        &list,
+        "--restart-guard",
+        "1h",
+        "guarded",
+    ]));
+    assert_eq!(code(&out), 69, "stderr: {}", stderr(&out));
+    assert!(stderr(&out).contains("restarted"), "{}", stderr(&out));
+
+    // --request-timeout: servers that never answer (listeners that never
+    // accept; the kernel completes the connects) are waited for that long.
+    let silent: Vec<std::net::TcpListener> = (0..3)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let silent_list = silent
+        .iter()
+        .map(|l| l.local_addr().unwrap().to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let started = Instant::now();
+    let out = run(redlock().args([
+        "acquire",
+        "--servers",
+        &silent_list,
+        "--retries",
+        "0",
+        "--request-timeout",
+        "1500ms",
+        "--connect-timeout",
+        "2s",
+        "res",
+    ]));
+    let took = started.elapsed();
+    assert_eq!(code(&out), 69, "stderr: {}", stderr(&out));
+    assert!(stderr(&out).contains("timed out"), "{}", stderr(&out));
+    assert!(took >= Duration::from_millis(1400), "waited only {took:?}");
+}

@@ -29,6 +29,10 @@ pub(crate) struct Args {
 
 /// Which options take a value, and which are flags.
 pub(crate) struct Spec {
+    /// The options of [`ClientOptions`] (and `--servers`) it takes: one of
+    /// [`SERVER_OPTIONS`], [`ONE_ATTEMPT_OPTIONS`], [`RETRYING_OPTIONS`].
+    pub(crate) client: &'static [&'static str],
+    /// Its own options that take a value.
     pub(crate) with_value: &'static [&'static str],
     pub(crate) flags: &'static [&'static str],
     /// Everything after `--` (or after the positionals are complete) is a command.
@@ -63,7 +67,7 @@ impl Args {
                         return Err(usage(format!("--{name} takes no value")));
                     }
                     args.options.push((name.to_string(), None));
-                } else if spec.with_value.contains(&name) {
+                } else if spec.with_value.contains(&name) || spec.client.contains(&name) {
                     let value = match inline {
                         Some(v) => v,
                         None => {
@@ -154,6 +158,138 @@ impl Args {
     }
 }
 
+/// How the client talks to its servers: the options of the subcommands
+/// that build a client (each takes those that mean something to it: see
+/// [`Spec::client`]). `None`: the library's default.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct ClientOptions {
+    /// `--request-timeout D`: how long one server may take to answer one
+    /// request.
+    pub(crate) request_timeout: Option<Duration>,
+    /// `--connect-timeout D`.
+    pub(crate) connect_timeout: Option<Duration>,
+    /// `--retries N`: attempts after a failed one.
+    pub(crate) retries: Option<u32>,
+    /// `--retry-delay D`: the largest random wait added between attempts.
+    pub(crate) retry_delay: Option<Duration>,
+    /// `--restart-guard D`: votes of servers that restarted less than D
+    /// ago do not count.
+    pub(crate) restart_guard: Option<Duration>,
+}
+
+/// The client options of subcommands that only read or release:
+/// `--servers` and the timeouts.
+pub(crate) const SERVER_OPTIONS: &[&str] = &["servers", "request-timeout", "connect-timeout"];
+
+/// The client options of subcommands that acquire one attempt at a time
+/// (bench, demo): also `--restart-guard`.
+pub(crate) const ONE_ATTEMPT_OPTIONS: &[&str] = &[
+    "servers",
+    "request-timeout",
+    "connect-timeout",
+    "restart-guard",
+];
+
+/// The client options of subcommands that acquire with retries (lock,
+/// acquire): also `--retries` and `--retry-delay`.
+pub(crate) const RETRYING_OPTIONS: &[&str] = &[
+    "servers",
+    "request-timeout",
+    "connect-timeout",
+    "restart-guard",
+    "retries",
+    "retry-delay",
+];
+
+impl ClientOptions {
+    /// The options given in `args`; a usage error for a bad value.
+    pub(crate) fn from_args(args: &Args) -> Result<ClientOptions, Usage> {
+        let at_least_1ms = |name: &str, hint: &str| -> Result<Option<Duration>, Usage> {
+            match args.duration_opt(name)? {
+                Some(d) if d < Duration::from_millis(1) => {
+                    Err(usage(format!("--{name} must be at least 1ms{hint}")))
+                }
+                d => Ok(d),
+            }
+        };
+        let retries = match args.value("retries") {
+            None => None,
+            Some(v) => Some(v.trim().parse::<u32>().map_err(|_| {
+                usage(format!(
+                    "--retries: {v:?} is not a number from 0 to {}",
+                    u32::MAX
+                ))
+            })?),
+        };
+        Ok(ClientOptions {
+            request_timeout: at_least_1ms("request-timeout", "")?,
+            connect_timeout: at_least_1ms("connect-timeout", "")?,
+            retries,
+            retry_delay: args.duration_opt("retry-delay")?,
+            restart_guard: at_least_1ms("restart-guard", " (leave it out for no guard)")?,
+        })
+    }
+
+    /// A usage error when `--request-timeout` leaves nothing of `ttl`: an
+    /// answer that takes that long leaves no validity.
+    pub(crate) fn check_against_ttl(&self, ttl: Duration) -> Result<(), Usage> {
+        match self.request_timeout {
+            Some(t) if t >= ttl => Err(usage(format!(
+                "--request-timeout ({}) must be shorter than the ttl ({})",
+                show_duration(t),
+                show_duration(ttl)
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The help for [`SERVER_OPTIONS`], with the library's defaults.
+pub(crate) fn server_options_help() -> String {
+    let default = redlock_std::Config::DEFAULT;
+    let timeout = |ttl: redlock_core::Duration| {
+        show_duration(Duration::from_micros(
+            default.request_timeout_for(ttl).as_micros(),
+        ))
+    };
+    format!(
+        "  --servers URL[,URL..]   the servers (default: $REDLOCK_SERVERS); each URL is
+                          redis://[[user]:password@]host[:port][/db] or host:port
+  --request-timeout D     how long each server may take to answer one request
+                          (default: 1% of the ttl, from {} to {})
+  --connect-timeout D     how long a connect may take (default 1s)
+",
+        timeout(redlock_core::Duration::ZERO),
+        timeout(redlock_core::Duration::MAX),
+    )
+}
+
+/// The help for the options that [`RETRYING_OPTIONS`] (with `retries`) or
+/// [`ONE_ATTEMPT_OPTIONS`] add to [`SERVER_OPTIONS`], with the library's
+/// defaults.
+pub(crate) fn acquire_options_help(retries: bool) -> String {
+    let retry = redlock_std::Config::DEFAULT.retry;
+    let mut help = String::new();
+    if retries {
+        help.push_str(&format!(
+            "  --retries N             attempts after a failed one, without --wait
+                          (default {})
+  --retry-delay D         after a failed attempt, wait as long as it took plus
+                          a random part of at most D (default {})
+",
+            retry.retries,
+            show_duration(Duration::from_micros(retry.jitter.as_micros())),
+        ));
+    }
+    help.push_str(
+        "  --restart-guard D       do not count the vote of a server that restarted less
+                          than D ago (give the largest ttl any client uses on
+                          these servers; they must allow INFO) (default: off)
+",
+    );
+    help
+}
+
 /// `250ms`, `10s`, `2m`, `1h`, or a bare number of milliseconds.
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -175,6 +311,18 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{s:?} is too large"))
 }
 
+/// `d` as `--ttl` would take it: `250ms`, `10s`, `1500ms`.
+pub(crate) fn show_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 && !d.is_zero() {
+        format!("{}us", d.as_micros())
+    } else if ms >= 1000 && ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -192,6 +340,60 @@ mod tests {
         }
     }
 
+    #[test]
+    fn client_options() {
+        let spec = Spec {
+            client: RETRYING_OPTIONS,
+            with_value: &["ttl"],
+            flags: &[],
+            command_after: None,
+        };
+        let parsed =
+            |a: &[&str]| ClientOptions::from_args(&Args::parse(&strings(a), &spec).unwrap());
+        let o = parsed(&[
+            "--request-timeout",
+            "300ms",
+            "--connect-timeout=2s",
+            "--retries",
+            "0",
+            "--retry-delay",
+            "0",
+            "--restart-guard",
+            "1h",
+        ])
+        .unwrap();
+        assert_eq!(o.request_timeout, Some(Duration::from_millis(300)));
+        assert_eq!(o.connect_timeout, Some(Duration::from_secs(2)));
+        assert_eq!(o.retries, Some(0));
+        assert_eq!(o.retry_delay, Some(Duration::ZERO));
+        assert_eq!(o.restart_guard, Some(Duration::from_secs(3600)));
+        let none = parsed(&[]).unwrap();
+        assert!(none.request_timeout.is_none() && none.retries.is_none());
+        for bad in [
+            &["--request-timeout", "0"][..],
+            &["--request-timeout", "soon"],
+            &["--connect-timeout", "0ms"],
+            &["--retries", "-1"],
+            &["--retries", "many"],
+            &["--retries", "4294967296"],
+            &["--retry-delay", "1.5s"],
+            &["--restart-guard", "0"],
+        ] {
+            assert!(parsed(bad).is_err(), "{bad:?}");
+        }
+        assert!(o.check_against_ttl(Duration::from_secs(1)).is_ok());
+        assert!(o.check_against_ttl(Duration::from_millis(300)).is_err());
+        // Options a subcommand does not take are unknown to it.
+        let unlock = Spec {
+            client: SERVER_OPTIONS,
+            with_value: &[],
+            flags: &[],
+            command_after: None,
+        };
+        assert!(Args::parse(&strings(&["--retries", "1"]), &unlock).is_err());
+        assert!(Args::parse(&strings(&["--request-timeout", "1s"]), &unlock).is_ok());
+    }
+
     fn strings(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()
     }
@@ -199,7 +401,8 @@ mod tests {
     #[test]
     fn options_positionals_and_command() {
         let spec = Spec {
-            with_value: &["ttl", "servers"],
+            client: SERVER_OPTIONS,
+            with_value: &["ttl"],
             flags: &["fence"],
             command_after: Some(1),
         };

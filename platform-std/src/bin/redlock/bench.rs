@@ -8,11 +8,15 @@ use std::time::Instant;
 
 use redlock_std::{Client, Error};
 
-use crate::args::{Spec, usage};
+use crate::args::{
+    ClientOptions, ONE_ATTEMPT_OPTIONS, Spec, acquire_options_help, server_options_help, usage,
+};
 use crate::{EX_UNAVAILABLE, Failure, client, json, parse, servers};
 
-const HELP: &str = "\
-redlock bench [--servers URLS] [--clients N] [--duration D] [--resources same|distinct] [--ttl D] [--json]
+fn help() -> String {
+    format!(
+        "\
+redlock bench [SERVER OPTIONS] [--restart-guard D] [--clients N] [--duration D] [--resources same|distinct] [--ttl D] [--json]
 
 Runs lock + unlock cycles (one attempt each, no retries) from N threads that
 share one client (their requests are pipelined on one connection per
@@ -28,7 +32,13 @@ second. With a terminal, a progress line is shown while it runs.
                     cycles_per_sec, acquire_us and release_us (p50, p90, p99,
                     p999, max), conflicts, errors
 
-Exit statuses: 0; 69 when no cycle succeeded because servers did not answer.";
+Server options:
+{}{}
+Exit statuses: 0; 69 when no cycle succeeded because servers did not answer.",
+        server_options_help(),
+        acquire_options_help(false)
+    )
+}
 
 /// What one thread measured.
 #[derive(Default)]
@@ -42,11 +52,12 @@ struct Samples {
 
 pub(crate) fn bench(raw: &[String]) -> Result<u8, Failure> {
     let spec = Spec {
-        with_value: &["servers", "clients", "duration", "resources", "ttl"],
+        client: ONE_ATTEMPT_OPTIONS,
+        with_value: &["clients", "duration", "resources", "ttl"],
         flags: &["json"],
         command_after: None,
     };
-    let Some(args) = parse(raw, &spec, HELP)? else {
+    let Some(args) = parse(raw, &spec, &help())? else {
         return Ok(0);
     };
     args.expect_positionals(&[])?;
@@ -72,7 +83,9 @@ pub(crate) fn bench(raw: &[String]) -> Result<u8, Failure> {
         }
     };
     let json_out = args.flag("json");
-    let client = client(&servers, ttl, false)?;
+    let options = ClientOptions::from_args(&args)?;
+    options.check_against_ttl(ttl)?;
+    let client = client(&servers, &options, ttl, false)?;
     let progress = !json_out && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
 
     let stop = AtomicBool::new(false);

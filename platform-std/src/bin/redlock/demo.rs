@@ -12,15 +12,19 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use redlock_std::{Client, Error};
+use redlock_std::Error;
 
-use crate::args::Spec;
-use crate::{EX_SOFTWARE, EX_UNAVAILABLE, Failure, parse, servers};
+use crate::args::{
+    ClientOptions, ONE_ATTEMPT_OPTIONS, Spec, acquire_options_help, server_options_help,
+};
+use crate::{EX_SOFTWARE, EX_UNAVAILABLE, Failure, builder, parse, servers};
 
 extern crate alloc;
 
-const HELP: &str = "\
-redlock demo [--servers URLS] [--duration D] [--workers N]
+fn help() -> String {
+    format!(
+        "\
+redlock demo [SERVER OPTIONS] [--restart-guard D] [--duration D] [--workers N]
 
 Shows Redlock at work. Without --servers it starts five redis-server
 processes on free loopback ports (in a temporary directory), runs contending
@@ -30,9 +34,21 @@ half-way to show that locking goes on with a majority, checks that no two
 holders overlapped and that fencing tokens only grew, prints latency
 percentiles, and stops and removes everything, also on Ctrl-C.
 
-  --workers N    contending workers (default 4)";
+  --duration D   how long the workers contend (default 4s)
+  --workers N    contending workers (default 4)
+
+Server options (without --servers, the local servers just started would
+refuse every vote with --restart-guard):
+{}{}",
+        server_options_help(),
+        acquire_options_help(false)
+    )
+}
 
 const RESOURCE: &[u8] = b"redlock-demo";
+
+/// The ttl of the workers' locks.
+const TTL: Duration = Duration::from_secs(2);
 
 /// One time a worker held the lock.
 #[derive(Debug, Clone, Copy)]
@@ -185,11 +201,12 @@ impl Jitter {
 
 pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
     let spec = Spec {
-        with_value: &["servers", "duration", "workers"],
+        client: ONE_ATTEMPT_OPTIONS,
+        with_value: &["duration", "workers"],
         flags: &[],
         command_after: None,
     };
-    let Some(args) = parse(raw, &spec, HELP)? else {
+    let Some(args) = parse(raw, &spec, &help())? else {
         return Ok(0);
     };
     args.expect_positionals(&[])?;
@@ -211,6 +228,8 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
             .map_err(|e| Failure::new(EX_SOFTWARE, format!("cannot handle signal {sig}: {e}")))?;
     }
 
+    let options = ClientOptions::from_args(&args)?;
+    options.check_against_ttl(TTL)?;
     let mut local = None;
     let urls = match args.servers() {
         Some(_) => servers(&args)?,
@@ -225,22 +244,21 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
             urls
         }
     };
+    let clients = (0..workers)
+        .map(|_| {
+            builder(&urls, &options)
+                .fencing(true)
+                .ttl(TTL)
+                .build()
+                .map_err(|e| Failure::new(crate::EX_USAGE, e.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     say!("servers: {}", urls.join(", "));
     say!(
         "{workers} workers contend for {:?} for {:.1} s (each with its own client, fencing on)",
         String::from_utf8_lossy(RESOURCE),
         duration.as_secs_f64()
     );
-    let clients = (0..workers)
-        .map(|_| {
-            Client::builder()
-                .servers(&urls)
-                .fencing(true)
-                .ttl(Duration::from_secs(2))
-                .build()
-                .map_err(|e| Failure::new(crate::EX_USAGE, e.to_string()))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
 
     let t0 = Instant::now();
     let end = t0 + duration;
@@ -260,7 +278,7 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
                 let (mut acq, mut rel) = (Vec::new(), Vec::new());
                 while !stop.load(Ordering::SeqCst) {
                     let a0 = Instant::now();
-                    let result = client.try_lock(RESOURCE, Duration::from_secs(2));
+                    let result = client.try_lock(RESOURCE, TTL);
                     acq.push(nanos(a0.elapsed()));
                     match result {
                         Ok(lock) => {

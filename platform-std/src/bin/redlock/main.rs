@@ -34,9 +34,12 @@ use core::time::Duration;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use redlock_std::{Client, Error, Lock, Report, ServerUrl, describe};
+use redlock_std::{Builder, Client, Config, Error, Lock, Report, ServerUrl, describe};
 
-use crate::args::{Args, Spec, Usage, usage};
+use crate::args::{
+    Args, ClientOptions, RETRYING_OPTIONS, SERVER_OPTIONS, Spec, Usage, acquire_options_help,
+    server_options_help, usage,
+};
 
 /// Bad usage.
 pub(crate) const EX_USAGE: u8 = 64;
@@ -70,25 +73,34 @@ impl From<Usage> for Failure {
     }
 }
 
-const HELP: &str = "\
+/// The top-level help.
+fn help() -> String {
+    format!(
+        "\
 redlock: a distributed lock over N independent Redis masters (Redlock).
 
 Usage:
-  redlock lock [--servers URLS] [--ttl D] [--wait D] [--fence] [--grace D] RESOURCE -- CMD [ARGS..]
-  redlock acquire [--servers URLS] [--ttl D] [--wait D] [--fence] RESOURCE
-  redlock unlock [--servers URLS] RESOURCE TOKEN
-  redlock inspect [--servers URLS] [--json] RESOURCE
-  redlock bench [--servers URLS] [--clients N] [--duration D] [--resources same|distinct] [--json]
-  redlock demo [--servers URLS] [--duration D]
+  redlock lock [SERVER OPTIONS] [ACQUIRE OPTIONS] [--ttl D] [--wait D] [--fence] [--grace D] RESOURCE -- CMD [ARGS..]
+  redlock acquire [SERVER OPTIONS] [ACQUIRE OPTIONS] [--ttl D] [--wait D] [--fence] RESOURCE
+  redlock unlock [SERVER OPTIONS] RESOURCE TOKEN
+  redlock inspect [SERVER OPTIONS] [--json] RESOURCE
+  redlock bench [SERVER OPTIONS] [--restart-guard D] [--clients N] [--duration D] [--resources same|distinct] [--ttl D] [--json]
+  redlock demo [SERVER OPTIONS] [--restart-guard D] [--duration D] [--workers N]
 
-Servers: --servers URL[,URL...] or the REDLOCK_SERVERS environment variable;
-each URL is redis://[[user]:password@]host[:port][/db] or host:port.
+Server options (every subcommand):
+{}
+Acquire options (lock and acquire; bench and demo take --restart-guard only):
+{}
 Durations: 250ms, 10s, 2m, 1h, or a bare number of milliseconds.
 
 Exit statuses: the command's own (lock); 64 bad usage; 69 too few servers
 answered; 70 lock lost or internal error; 75 held by someone else.
 
-Run `redlock SUBCOMMAND --help` for more.";
+Run `redlock SUBCOMMAND --help` for more.",
+        server_options_help(),
+        acquire_options_help(true),
+    )
+}
 
 fn main() -> ExitCode {
     let raw: Vec<String> = match std::env::args_os()
@@ -105,13 +117,13 @@ fn main() -> ExitCode {
     let (sub, rest) = match raw.split_first() {
         Some((sub, rest)) => (sub.as_str(), rest),
         None => {
-            eprintln!("{HELP}");
+            eprintln!("{}", help());
             return ExitCode::from(EX_USAGE);
         }
     };
     let result = match sub {
         "-h" | "--help" | "help" => {
-            say!("{HELP}");
+            say!("{}", help());
             Ok(0)
         }
         "-V" | "--version" | "version" => {
@@ -152,17 +164,46 @@ pub(crate) fn parse(raw: &[String], spec: &Spec, help: &str) -> Result<Option<Ar
     Ok(Some(args))
 }
 
-/// The client for `servers`.
-pub(crate) fn client(servers: &[String], ttl: Duration, fencing: bool) -> Result<Client, Failure> {
+/// The client for `servers`, set up by `options`.
+pub(crate) fn client(
+    servers: &[String],
+    options: &ClientOptions,
+    ttl: Duration,
+    fencing: bool,
+) -> Result<Client, Failure> {
     if ttl < Duration::from_millis(1) {
         return Err(usage("the ttl must be at least 1ms").into());
     }
-    Client::builder()
-        .servers(servers)
+    builder(servers, options)
         .ttl(ttl)
         .fencing(fencing)
         .build()
         .map_err(|e| Failure::new(EX_USAGE, e.to_string()))
+}
+
+/// A client builder for `servers`, set up by `options` (the library's
+/// defaults for what they leave out).
+pub(crate) fn builder(servers: &[String], options: &ClientOptions) -> Builder {
+    let mut b = Client::builder().servers(servers);
+    if let Some(t) = options.request_timeout {
+        b = b.request_timeout(t);
+    }
+    if let Some(t) = options.connect_timeout {
+        b = b.connect_timeout(t);
+    }
+    if options.retries.is_some() || options.retry_delay.is_some() {
+        let default = Config::DEFAULT.retry;
+        b = b.retry(
+            options.retries.unwrap_or(default.retries),
+            options
+                .retry_delay
+                .unwrap_or_else(|| Duration::from_micros(default.jitter.as_micros())),
+        );
+    }
+    if let Some(guard) = options.restart_guard {
+        b = b.restart_guard(Some(guard));
+    }
+    b
 }
 
 /// The servers given, or a usage error.
@@ -227,12 +268,15 @@ pub(crate) fn acquire_lock(
 ) -> Result<Lock, Failure> {
     let result = match wait {
         Some(wait) => {
-            let deadline = Instant::now() + wait;
+            // `None`: a wait too long for the clock, which is forever.
+            let deadline = Instant::now().checked_add(wait);
             loop {
-                let slice = deadline.min(Instant::now() + Duration::from_millis(250));
+                let now = Instant::now();
+                let slice = now + Duration::from_millis(250);
+                let slice = deadline.map_or(slice, |d| d.min(slice));
                 match client.lock_until(resource.as_bytes(), ttl, slice) {
                     Err(Error::Conflict(_) | Error::Unavailable(_) | Error::Expired(_))
-                        if Instant::now() < deadline && !interrupted() => {}
+                        if deadline.is_none_or(|d| Instant::now() < d) && !interrupted() => {}
                     other => break other,
                 }
             }
@@ -263,8 +307,10 @@ pub(crate) fn printable(bytes: &[u8]) -> String {
     bytes.escape_ascii().to_string()
 }
 
-const ACQUIRE_HELP: &str = "\
-redlock acquire [--servers URLS] [--ttl D] [--wait D] [--fence] RESOURCE
+fn acquire_help() -> String {
+    format!(
+        "\
+redlock acquire [SERVER OPTIONS] [ACQUIRE OPTIONS] [--ttl D] [--wait D] [--fence] RESOURCE
 
 Acquires RESOURCE and prints one line: TOKEN VALIDITY_MS [FENCE]. The lock is
 not released when redlock exits: release it with `redlock unlock RESOURCE
@@ -275,18 +321,27 @@ TOKEN`, or let it expire after --ttl (default 30s).
               the normal retries)
   --fence     also take an F1 fencing token (printed third)
 
+Server options:
+{}
+Acquire options:
+{}
   read -r token validity <<< \"$(redlock acquire jobs)\"
 
 Exit statuses: 0 acquired; 75 held by someone else; 69 too few servers
-answered; 64 bad usage.";
+answered; 64 bad usage.",
+        server_options_help(),
+        acquire_options_help(true)
+    )
+}
 
 fn acquire(raw: &[String]) -> Result<u8, Failure> {
     let spec = Spec {
-        with_value: &["servers", "ttl", "wait"],
+        client: RETRYING_OPTIONS,
+        with_value: &["ttl", "wait"],
         flags: &["fence"],
         command_after: None,
     };
-    let Some(args) = parse(raw, &spec, ACQUIRE_HELP)? else {
+    let Some(args) = parse(raw, &spec, &acquire_help())? else {
         return Ok(0);
     };
     args.expect_positionals(&["RESOURCE"])?;
@@ -294,7 +349,9 @@ fn acquire(raw: &[String]) -> Result<u8, Failure> {
     let ttl = args.duration("ttl", Duration::from_secs(30))?;
     let wait = args.duration_opt("wait")?;
     let fence = args.flag("fence");
-    let client = client(&servers, ttl, fence)?;
+    let options = ClientOptions::from_args(&args)?;
+    options.check_against_ttl(ttl)?;
+    let client = client(&servers, &options, ttl, fence)?;
     let lock = acquire_lock(&client, &args.positionals[0], ttl, wait, &|| false)?;
     let mut line = format!("{} {}", lock.token(), lock.remaining().as_millis());
     if let Some(f) = lock.fence() {
@@ -304,27 +361,36 @@ fn acquire(raw: &[String]) -> Result<u8, Failure> {
     Ok(0)
 }
 
-const UNLOCK_HELP: &str = "\
-redlock unlock [--servers URLS] RESOURCE TOKEN
+fn unlock_help() -> String {
+    format!(
+        "\
+redlock unlock [SERVER OPTIONS] RESOURCE TOKEN
 
 Releases RESOURCE on every server where it is held with TOKEN (as printed by
 `redlock acquire`). Keys held with another token are left alone; releasing
 twice is harmless.
 
-Exit statuses: 0 when a majority answered; 69 too few servers answered.";
+Server options:
+{}
+Exit statuses: 0 when a majority answered; 69 too few servers answered.",
+        server_options_help()
+    )
+}
 
 fn unlock(raw: &[String]) -> Result<u8, Failure> {
     let spec = Spec {
-        with_value: &["servers"],
+        client: SERVER_OPTIONS,
+        with_value: &[],
         flags: &[],
         command_after: None,
     };
-    let Some(args) = parse(raw, &spec, UNLOCK_HELP)? else {
+    let Some(args) = parse(raw, &spec, &unlock_help())? else {
         return Ok(0);
     };
     args.expect_positionals(&["RESOURCE", "TOKEN"])?;
     let servers = servers(&args)?;
-    let client = client(&servers, Duration::from_secs(30), false)?;
+    let options = ClientOptions::from_args(&args)?;
+    let client = client(&servers, &options, Duration::from_secs(30), false)?;
     let (resource, token) = (&args.positionals[0], &args.positionals[1]);
     let urls = client.server_urls();
     let released = client
@@ -338,32 +404,41 @@ fn unlock(raw: &[String]) -> Result<u8, Failure> {
     Ok(0)
 }
 
-const INSPECT_HELP: &str = "\
-redlock inspect [--servers URLS] [--json] RESOURCE
+fn inspect_help() -> String {
+    format!(
+        "\
+redlock inspect [SERVER OPTIONS] [--json] RESOURCE
 
 Shows, per server, whether RESOURCE is held, by which token, and its
 remaining time to live; then the token held by a majority, if any.
 
-  --json    one JSON object: {\"resource\": .., \"servers\": [{\"server\": ..,
+  --json    one JSON object: {{\"resource\": .., \"servers\": [{{\"server\": ..,
             \"answered\": .., \"held\": .., \"token\": .., \"token_len\": ..,
-            \"pttl_ms\": ..}] (a token longer than 64 bytes is cut; token_len
+            \"pttl_ms\": ..}}] (a token longer than 64 bytes is cut; token_len
             is its full length),
-            \"majority_holder\": ..}
+            \"majority_holder\": ..}}
 
-Exit statuses: 0 when a majority answered; 69 too few servers answered.";
+Server options:
+{}
+Exit statuses: 0 when a majority answered; 69 too few servers answered.",
+        server_options_help()
+    )
+}
 
 fn inspect(raw: &[String]) -> Result<u8, Failure> {
     let spec = Spec {
-        with_value: &["servers"],
+        client: SERVER_OPTIONS,
+        with_value: &[],
         flags: &["json"],
         command_after: None,
     };
-    let Some(args) = parse(raw, &spec, INSPECT_HELP)? else {
+    let Some(args) = parse(raw, &spec, &inspect_help())? else {
         return Ok(0);
     };
     args.expect_positionals(&["RESOURCE"])?;
     let servers = servers(&args)?;
-    let client = client(&servers, Duration::from_secs(30), false)?;
+    let options = ClientOptions::from_args(&args)?;
+    let client = client(&servers, &options, Duration::from_secs(30), false)?;
     let resource = &args.positionals[0];
     let urls = client.server_urls();
     let inspection = client

@@ -10,13 +10,17 @@ use std::time::Instant;
 
 use redlock_std::Lost;
 
-use crate::args::Spec;
+use crate::args::{
+    ClientOptions, RETRYING_OPTIONS, Spec, acquire_options_help, server_options_help,
+};
 use crate::{EX_SOFTWARE, Failure, acquire_lock, client, parse, servers};
 
 extern crate alloc;
 
-const HELP: &str = "\
-redlock lock [--servers URLS] [--ttl D] [--wait D] [--fence] [--grace D] RESOURCE -- CMD [ARGS..]
+fn help() -> String {
+    format!(
+        "\
+redlock lock [SERVER OPTIONS] [ACQUIRE OPTIONS] [--ttl D] [--wait D] [--fence] [--grace D] RESOURCE -- CMD [ARGS..]
 
 Acquires RESOURCE, runs CMD with the lock held and kept alive by a watchdog,
 releases the lock when CMD exits, and exits with CMD's status.
@@ -32,6 +36,10 @@ REDLOCK_FENCE (the fencing token: larger for every later holder).
   --grace D   if the lock is lost, CMD gets SIGTERM, then SIGKILL after D
               (default 5s)
 
+Server options:
+{server}
+Acquire options:
+{acquire}
 CMD runs as the leader of its own process group (with the terminal's
 foreground when redlock has it). SIGINT, SIGTERM and SIGHUP sent to redlock
 are forwarded to that group; the lock is released when CMD exits. If the lock
@@ -41,7 +49,11 @@ SIGKILL.
 
 Exit statuses: CMD's own (128+N if killed by signal N); 75 held by someone
 else; 69 too few servers answered; 70 the lock was lost while CMD ran, or an
-internal error; 64 bad usage; 127 CMD not found; 126 CMD could not be run.";
+internal error; 64 bad usage; 127 CMD not found; 126 CMD could not be run.",
+        server = server_options_help(),
+        acquire = acquire_options_help(true),
+    )
+}
 
 /// Signals redlock forwards to the command.
 const FORWARDED: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
@@ -89,11 +101,12 @@ fn status_code(status: ExitStatus) -> u8 {
 
 pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
     let spec = Spec {
-        with_value: &["servers", "ttl", "wait", "grace"],
+        client: RETRYING_OPTIONS,
+        with_value: &["ttl", "wait", "grace"],
         flags: &["fence"],
         command_after: Some(1),
     };
-    let Some(args) = parse(raw, &spec, HELP)? else {
+    let Some(args) = parse(raw, &spec, &help())? else {
         return Ok(0);
     };
     args.expect_positionals(&["RESOURCE"])?;
@@ -108,7 +121,9 @@ pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
     let grace = args.duration("grace", Duration::from_secs(5))?;
     let fence = args.flag("fence");
     let resource = &args.positionals[0];
-    let client = client(&servers, ttl, fence)?;
+    let options = ClientOptions::from_args(&args)?;
+    options.check_against_ttl(ttl)?;
+    let client = client(&servers, &options, ttl, fence)?;
     let signals = Signals::register()?;
 
     let lock = match acquire_lock(&client, resource, ttl, wait, &|| signals.pending()) {

@@ -97,6 +97,9 @@ pub struct Acquire<R> {
     jitter: u64,
     outcome: Option<Result<Lock, AcquireError>>,
     outcome_taken: bool,
+    /// Servers whose last release (A5) must be answered before the
+    /// operation finishes: our key may be there (bit i = server i).
+    confirm: u16,
 }
 
 impl<R: AsRef<[u8]>> Acquire<R> {
@@ -135,6 +138,7 @@ impl<R: AsRef<[u8]>> Acquire<R> {
             jitter,
             outcome: None,
             outcome_taken: false,
+            confirm: 0,
         };
         op.start_attempt(now);
         Ok(op)
@@ -298,6 +302,14 @@ impl<R: AsRef<[u8]>> Acquire<R> {
 
     fn fail(&mut self, now: Instant, kind: FailureKind) {
         let report = self.engine.report();
+        // Servers that may hold our key: all but those that refused it
+        // (held by another token) or were never asked (refused handshake).
+        let confirm = report
+            .iter()
+            .filter(|(_, o)| !matches!(o, ServerOutcome::Held | ServerOutcome::Setup(_)))
+            .fold(0u16, |m, (s, _)| {
+                m | 1u16.checked_shl(u32::from(s.0)).unwrap_or(0)
+            });
         let elapsed = now.saturating_duration_since(self.attempt_start);
         // A5: release on all servers, including those that seemed to fail.
         // As EVAL: a NOSCRIPT answer could not be retried once the next
@@ -319,6 +331,10 @@ impl<R: AsRef<[u8]>> Acquire<R> {
             self.phase = Phase::Backoff(retry_at);
         } else {
             self.phase = Phase::Done;
+            // The last attempt's releases are awaited where our key may be,
+            // so that one lost to a broken connection is sent again (the
+            // engine does it) before the operation ends.
+            self.confirm = confirm;
             self.outcome = Some(Err(AcquireError {
                 kind,
                 attempts: self.attempts,
@@ -434,7 +450,8 @@ impl<R: AsRef<[u8]>> Operation for Acquire<R> {
                 self.engine.poll_timeout().map(|d| d.min(end))
             }
             Phase::Backoff(at) => Some(at),
-            Phase::Done => None,
+            Phase::Done if self.is_finished() => None,
+            Phase::Done => self.engine.poll_timeout(),
         }
     }
 
@@ -448,6 +465,8 @@ impl<R: AsRef<[u8]>> Operation for Acquire<R> {
     }
 
     fn is_finished(&self) -> bool {
-        self.phase == Phase::Done && !self.engine.has_unsent()
+        self.phase == Phase::Done
+            && !self.engine.has_unsent()
+            && !self.engine.any_pending(self.confirm)
     }
 }

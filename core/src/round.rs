@@ -151,6 +151,8 @@ struct Slot {
     outcome: ServerOutcome,
     /// The integer the server answered (the fence counter).
     value: i64,
+    /// This round's request was sent again after a connection error.
+    resent: bool,
 }
 
 impl Slot {
@@ -161,6 +163,7 @@ impl Slot {
         deadline: Instant::ZERO,
         outcome: ServerOutcome::Pending,
         value: 0,
+        resent: false,
     };
 }
 
@@ -230,6 +233,7 @@ impl Engine {
             slot.send = true;
             slot.outcome = ServerOutcome::Pending;
             slot.value = 0;
+            slot.resent = false;
         }
     }
 
@@ -319,7 +323,20 @@ impl Engine {
         }
     }
 
+    /// The connection to `server` failed. A release (A5, A7) whose
+    /// connection failed is sent once more (the platform reconnects for
+    /// it): the key may have been set just before the connection broke,
+    /// and would otherwise stay until its ttl. Releasing twice is harmless.
     pub(crate) fn handle_connection_error(&mut self, server: ServerId) {
+        let release = self.request == Request::Release;
+        if let Some(slot) = self.slots_mut().get_mut(server.index()) {
+            if release && !slot.resent && slot.outcome == ServerOutcome::Pending {
+                slot.resent = true;
+                slot.in_flight.clear();
+                slot.send = true;
+                return;
+            }
+        }
         self.server_unusable(server, ServerOutcome::ConnectionError);
     }
 
@@ -375,6 +392,15 @@ impl Engine {
             .iter()
             .filter(|s| s.outcome == ServerOutcome::Ok && keep(s.value))
             .count()
+    }
+
+    /// True when a server of `mask` (bit i = server i) has not answered the
+    /// current round yet.
+    pub(crate) fn any_pending(&self, mask: u16) -> bool {
+        self.slots().iter().enumerate().any(|(i, s)| {
+            s.outcome == ServerOutcome::Pending
+                && mask & 1u16.checked_shl(i as u32).unwrap_or(0) != 0
+        })
     }
 
     pub(crate) fn pending(&self) -> usize {

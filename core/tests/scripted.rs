@@ -263,7 +263,48 @@ fn conflict_is_decided_as_soon_as_a_majority_is_impossible_and_releases_everywhe
         sent.iter()
             .all(|s| s.name() == b"EVAL" && s.script() == "release")
     );
+    // The releases are awaited where our key may be (0 voted for us, 4's
+    // SET is still in flight), so that one lost with a broken connection
+    // is sent again; not where the key is another's.
+    assert!(!d.op.is_finished());
+    d.reply(ms(4), 4, b"+OK\r\n").unwrap(); // the late vote: a straggler
+    d.reply(ms(4), 0, b":1\r\n").unwrap();
+    assert!(!d.op.is_finished());
+    d.reply(ms(4), 4, b":1\r\n").unwrap();
     assert!(d.op.is_finished());
+}
+
+#[test]
+fn a_release_whose_connection_broke_is_sent_once_more() {
+    let mut d = acquire(&no_retry(), 3, 10_000, ms(0));
+    d.sent(ms(0));
+    d.reply(ms(1), 0, b"+OK\r\n").unwrap();
+    d.reply(ms(1), 1, b"$-1\r\n").unwrap();
+    d.reply(ms(1), 2, b"$-1\r\n").unwrap();
+    assert!(d.outcome().unwrap().is_err());
+    assert_eq!(d.sent(ms(1)).len(), 3);
+    // Server 0 (which has our key) loses its connection before answering
+    // the release: it is sent again, once.
+    d.op.handle_connection_error(ms(2), ServerId(0));
+    assert!(!d.op.is_finished());
+    let again = d.sent(ms(2));
+    assert_eq!(again.len(), 1);
+    assert!(again[0].server == 0 && again[0].script() == "release" && again[0].release);
+    d.op.handle_connection_error(ms(3), ServerId(0));
+    assert!(d.sent(ms(3)).is_empty(), "only once");
+    assert!(d.op.is_finished());
+
+    // A7 the same: an unlock whose connection broke asks again.
+    let lock = Lock::from_token(*d.op.token(), dur(10_000), ms(0));
+    let servers = Servers::new(3).unwrap();
+    let mut d = Drive::new(Release::for_lock(&no_retry(), &servers, b"res", &lock));
+    assert_eq!(d.sent(ms(0)).len(), 3);
+    d.op.handle_connection_error(ms(1), ServerId(1));
+    assert_eq!(d.sent(ms(1)).len(), 1);
+    for s in 0..3 {
+        d.reply(ms(2), s, b":1\r\n").unwrap();
+    }
+    assert_eq!(d.outcome().unwrap().deleted(), 3);
 }
 
 #[test]
@@ -1508,6 +1549,11 @@ fn the_releases_of_a_failed_attempt_go_out_however_late_the_platform_sends() {
     assert!(!d.op.is_finished(), "not finished with releases unsent");
     d.op.handle_timeout(ms(60_000));
     assert_eq!(d.sent(ms(60_000)).len(), 3);
+    // Server 2's SET was in flight when the attempt was decided: its
+    // release is awaited (until its timeout at the latest).
+    assert!(!d.op.is_finished());
+    assert_eq!(d.op.poll_timeout(), Some(ms(60_100)));
+    d.op.handle_timeout(ms(60_100));
     assert!(d.op.is_finished());
 }
 

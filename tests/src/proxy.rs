@@ -25,6 +25,10 @@ pub enum Fault {
     Reset,
     /// Forward one byte per interval.
     Drip(Duration),
+    /// Forward requests; drop the next bytes a server sends and close that
+    /// connection (the request ran, its answer is lost), once: then
+    /// [`Fault::Pass`].
+    CutReply,
 }
 
 #[derive(Debug)]
@@ -40,6 +44,14 @@ struct Shared {
 impl Shared {
     fn fault(&self) -> Fault {
         *self.fault.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Ends [`Fault::CutReply`] once it has cut a reply.
+    fn cut_reply_once(&self) {
+        let mut fault = self.fault.lock().unwrap_or_else(PoisonError::into_inner);
+        if *fault == Fault::CutReply {
+            *fault = Fault::Pass;
+        }
     }
 }
 
@@ -165,7 +177,16 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, upstream: bool)
             Err(_) => break,
         };
         // The fault in force when the bytes arrived.
-        let fault = shared.fault();
+        let mut fault = shared.fault();
+        if fault == Fault::CutReply {
+            if upstream {
+                fault = Fault::Pass;
+            } else {
+                // Once: the next connection passes.
+                shared.cut_reply_once();
+                break;
+            }
+        }
         if fault != Fault::Hold && !held.is_empty() {
             count(held.len(), false);
             if to.write_all(&core::mem::take(&mut held)).is_err() {
@@ -189,7 +210,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, upstream: bool)
                 thread::sleep(every);
                 to.write_all(&[*b]).is_ok()
             }),
-            Fault::Reset => false,
+            Fault::Reset | Fault::CutReply => false,
         };
         if !ok {
             break;

@@ -59,10 +59,13 @@ fn logs_and_errors_never_show_passwords() {
     let logs = CAPTURE.0.lock().unwrap().join("\n");
     assert!(!logs.is_empty(), "nothing was logged");
     assert!(logs.contains("127.0.0.1"), "{logs}");
-    let urls_shown: Vec<String> = c.server_urls().iter().map(|u| format!("{u} {u:?}")).collect();
-    let everything = format!(
-        "{logs}\n{err} {err:?} {bad} {bad:?} {c:?} {urls_shown:?} {shown_builder}"
-    );
+    let urls_shown: Vec<String> = c
+        .server_urls()
+        .iter()
+        .map(|u| format!("{u} {u:?}"))
+        .collect();
+    let everything =
+        format!("{logs}\n{err} {err:?} {bad} {bad:?} {c:?} {urls_shown:?} {shown_builder}");
     for secret in ["hunter2", "%25%FF", "%FF"] {
         assert!(!everything.contains(secret), "{secret} in {everything}");
     }

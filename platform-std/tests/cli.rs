@@ -797,3 +797,159 @@ fn client_flags_are_checked_and_take_effect() {
     assert!(stderr(&out).contains("timed out"), "{}", stderr(&out));
     assert!(took >= Duration::from_millis(1400), "waited only {took:?}");
 }
+
+/// Issue 9, item 4: no output of the command shows a password, whether the
+/// URL is right, wrong, misplaced or not even UTF-8.
+#[test]
+fn no_output_shows_a_password() {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+
+    const SECRET: &str = "Sekr1t";
+    let password = format!("{SECRET}@:/%");
+    let servers: Vec<RedisServer> = (0..3)
+        .map(|_| RedisServer::start_with(&["--requirepass", &password]).unwrap())
+        .collect();
+    // The password %-escaped: Sekr1t%40%3A%2F%25.
+    let escaped = format!("{SECRET}%40%3A%2F%25");
+    let url = |s: &RedisServer, pw: &str| format!("redis://:{pw}@{}", s.addr());
+    let list = servers
+        .iter()
+        .map(|s| url(s, &escaped))
+        .collect::<Vec<_>>()
+        .join(",");
+    let wrong = servers
+        .iter()
+        .map(|s| url(s, &format!("{escaped}wrong")))
+        .collect::<Vec<_>>()
+        .join(",");
+    let raw_byte = |prefix: &str| {
+        let mut bytes = format!("redis://:{SECRET}@:/%").into_bytes();
+        bytes.push(0xff);
+        bytes.extend_from_slice(format!("@{}", servers[0].addr()).as_bytes());
+        let mut arg = prefix.as_bytes().to_vec();
+        arg.extend(bytes);
+        OsString::from_vec(arg)
+    };
+    let check = |what: &str, out: &Output, expect: i32| {
+        let all = format!("{}{}", stdout(out), stderr(out));
+        assert_eq!(code(out), expect, "{what}: {all}");
+        assert!(!all.contains(SECRET), "{what} showed the password: {all}");
+        all
+    };
+
+    // Right: every subcommand works and shows the servers without it.
+    let out = run(redlock().args(["acquire", "--servers", &list, "--ttl", "20s", "res"]));
+    let token = check("acquire", &out, 0)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let all = check(
+        "inspect",
+        &run(redlock().args(["inspect", "--servers", &list, "res"])),
+        0,
+    );
+    assert!(all.contains("redis://:***@127.0.0.1:"), "{all}");
+    check(
+        "inspect --json",
+        &run(redlock().args(["inspect", "--servers", &list, "--json", "res"])),
+        0,
+    );
+    check(
+        "unlock",
+        &run(redlock().args(["unlock", "--servers", &list, "res", &token])),
+        0,
+    );
+    check(
+        "lock",
+        &run(redlock().args(["lock", "--servers", &list, "res", "--", "true"])),
+        0,
+    );
+    check(
+        "bench",
+        &run(redlock().args(["bench", "--servers", &list, "--duration", "200ms"])),
+        0,
+    );
+    let all = check(
+        "demo",
+        &run(redlock().args(["demo", "--servers", &list, "--duration", "1s"])),
+        0,
+    );
+    assert!(all.contains("servers: redis://:***@"), "{all}");
+
+    // Wrong: 69, naming each server without it.
+    let all = check(
+        "wrong password",
+        &run(redlock().args(["acquire", "--servers", &wrong, "res"])),
+        69,
+    );
+    assert!(all.contains("redis://:***@127.0.0.1:"), "{all}");
+
+    // Misplaced, or in a bad URL: 64.
+    let bad_port = format!("redis://:{escaped}@127.0.0.1:99999");
+    for args in [
+        vec!["inspect", "--servers", &list, "res", &list],
+        vec![list.as_str(), "res"],
+        vec!["acquire", "--servers", &bad_port, "res"],
+        vec!["acquire", "--servers", &list, "--ttl", &list, "res"],
+        vec!["acquire", "--servers", &list, &format!("-{list}"), "res"],
+        vec![
+            "lock",
+            "--servers",
+            &list,
+            &format!("--{list}"),
+            "res",
+            "--",
+            "true",
+        ],
+    ] {
+        check(&format!("{args:?}"), &run(redlock().args(&args)), 64);
+    }
+
+    // Not UTF-8 (a raw byte 0xff), as an argument or in the environment:
+    // 64, saying which argument, and how to write such a password.
+    for (args, position) in [
+        (
+            vec![
+                OsString::from("acquire"),
+                OsString::from("--servers"),
+                raw_byte(""),
+                OsString::from("res"),
+            ],
+            "argument 3",
+        ),
+        (
+            vec![
+                OsString::from("acquire"),
+                raw_byte("--servers="),
+                OsString::from("res"),
+            ],
+            "argument 2",
+        ),
+        (
+            vec![
+                OsString::from("inspect"),
+                OsString::from("res"),
+                raw_byte(""),
+            ],
+            "argument 3",
+        ),
+    ] {
+        let all = check("a raw byte", &run(redlock().args(&args)), 64);
+        assert!(all.contains(position) && all.contains("%FF"), "{all}");
+    }
+    let mut env = raw_byte("");
+    env.push(",127.0.0.1:1");
+    let all = check(
+        "REDLOCK_SERVERS with a raw byte",
+        &run(redlock()
+            .env("REDLOCK_SERVERS", &env)
+            .args(["acquire", "res"])),
+        64,
+    );
+    assert!(
+        all.contains("REDLOCK_SERVERS") && all.contains("%FF"),
+        "{all}"
+    );
+}

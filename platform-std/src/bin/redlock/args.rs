@@ -80,12 +80,15 @@ impl Args {
                     };
                     args.options.push((name.to_string(), Some(value)));
                 } else {
-                    return Err(usage(format!("unknown option --{name}")));
+                    return Err(usage(format!(
+                        "unknown option {}",
+                        shown(&format!("--{name}"))
+                    )));
                 }
                 continue;
             }
             if arg.len() > 1 && arg.starts_with('-') {
-                return Err(usage(format!("unknown option {arg}")));
+                return Err(usage(format!("unknown option {}", shown(arg))));
             }
             args.positionals.push(arg.clone());
             let rest = raw.get(i..).unwrap_or_default();
@@ -129,11 +132,21 @@ impl Args {
             .transpose()
     }
 
-    /// The servers: `--servers`, else `REDLOCK_SERVERS`.
-    pub(crate) fn servers(&self) -> Option<Vec<String>> {
+    /// The servers: `--servers`, else `REDLOCK_SERVERS`; `None` when
+    /// neither names one. A `REDLOCK_SERVERS` that is not UTF-8 is an error
+    /// that does not show it (it may hold a password).
+    pub(crate) fn servers(&self) -> Result<Option<Vec<String>>, Usage> {
         let list = match self.value("servers") {
             Some(v) => v.to_string(),
-            None => std::env::var("REDLOCK_SERVERS").ok()?,
+            None => match std::env::var_os("REDLOCK_SERVERS") {
+                None => return Ok(None),
+                Some(v) => v.into_string().map_err(|_| {
+                    usage(format!(
+                        "REDLOCK_SERVERS is not valid UTF-8 (not shown: it may hold a \
+                         password); {ESCAPE_HINT}"
+                    ))
+                })?,
+            },
         };
         let servers: Vec<String> = list
             .split(',')
@@ -141,7 +154,7 @@ impl Args {
             .filter(|s| !s.is_empty())
             .map(String::from)
             .collect();
-        (!servers.is_empty()).then_some(servers)
+        Ok((!servers.is_empty()).then_some(servers))
     }
 
     /// Exactly `n` positionals, named for the error message.
@@ -154,7 +167,7 @@ impl Args {
             return Err(usage(format!("missing {}", missing.join(" "))));
         }
         let extra = self.positionals.get(names.len()).map_or("", String::as_str);
-        Err(usage(format!("unexpected argument {extra:?}")))
+        Err(usage(format!("unexpected argument {}", shown(extra))))
     }
 }
 
@@ -216,7 +229,8 @@ impl ClientOptions {
             None => None,
             Some(v) => Some(v.trim().parse::<u32>().map_err(|_| {
                 usage(format!(
-                    "--retries: {v:?} is not a number from 0 to {}",
+                    "--retries: {} is not a number from 0 to {}",
+                    shown(v),
                     u32::MAX
                 ))
             })?),
@@ -296,19 +310,30 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (digits, unit) = s.split_at(split);
     if digits.is_empty() {
-        return Err(format!("{s:?} is not a duration (try 250ms, 10s, 2m)"));
+        return Err(format!(
+            "{} is not a duration (try 250ms, 10s, 2m)",
+            shown(s)
+        ));
     }
-    let n: u64 = digits.parse().map_err(|_| format!("{s:?} is too large"))?;
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{} is too large", shown(s)))?;
     let ms_per_unit: u64 = match unit {
         "" | "ms" => 1,
         "s" => 1_000,
         "m" => 60_000,
         "h" => 3_600_000,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+        _ => {
+            return Err(format!(
+                "{}: unknown unit {} (use ms, s, m or h)",
+                shown(s),
+                shown(unit)
+            ));
+        }
     };
     n.checked_mul(ms_per_unit)
         .map(Duration::from_millis)
-        .ok_or_else(|| format!("{s:?} is too large"))
+        .ok_or_else(|| format!("{} is too large", shown(s)))
 }
 
 /// `d` as `--ttl` would take it: `250ms`, `10s`, `1500ms`.
@@ -320,6 +345,36 @@ pub(crate) fn show_duration(d: Duration) -> String {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")
+    }
+}
+
+/// How to give a password that has bytes a URL or an argument cannot hold
+/// as they are.
+pub(crate) const ESCAPE_HINT: &str = "in a server URL, write a password's `@`, `:`, `/`, `%` and other bytes as %-escapes \
+     (%40 for @, %FF for the byte 0xFF)";
+
+/// `arg`, quoted, for an error message, with whatever may be a password
+/// hidden (see [`masked`]).
+pub(crate) fn shown(arg: &str) -> String {
+    format!("{:?}", masked(arg))
+}
+
+/// `arg` with whatever may be a password hidden: in an argument with an `@`
+/// (a misplaced server URL, say), everything between its `scheme://` (if
+/// any) and its last `@`. A password is never shown, even when the argument
+/// is not where it belongs.
+pub(crate) fn masked(arg: &str) -> String {
+    match arg.rfind('@') {
+        None => arg.to_string(),
+        Some(at) => {
+            let start = arg.find("://").map_or(0, |i| i + 3);
+            let start = if start <= at { start } else { 0 };
+            format!(
+                "{}***{}",
+                arg.get(..start).unwrap_or(""),
+                arg.get(at..).unwrap_or("")
+            )
+        }
     }
 }
 
@@ -338,6 +393,24 @@ mod tests {
         for bad in ["", "ms", "10x", "-5s", "1.5s", "99999999999999999999"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn what_may_be_a_password_is_never_shown() {
+        for (arg, shown_as) in [
+            ("redis://:pw@host:1", "redis://***@host:1"),
+            ("redis://u:p@ss@h", "redis://***@h"),
+            ("u:pw@h:1", "***@h:1"),
+            ("--redis://:pw@h", "--redis://***@h"),
+            ("pw@h://x", "***@h://x"),
+            ("plain", "plain"),
+            ("127.0.0.1:6379", "127.0.0.1:6379"),
+        ] {
+            assert_eq!(masked(arg), shown_as, "{arg}");
+            assert!(!shown(arg).contains("pw"), "{arg}");
+        }
+        let bad = parse_duration("redis://:pw@h").unwrap_err();
+        assert!(!bad.contains("pw"), "{bad}");
     }
 
     #[test]

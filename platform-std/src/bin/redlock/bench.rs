@@ -67,7 +67,12 @@ pub(crate) fn bench(raw: &[String]) -> Result<u8, Failure> {
             .parse()
             .ok()
             .filter(|n| (1..=1024).contains(n))
-            .ok_or_else(|| usage(format!("--clients: {v:?} is not a number from 1 to 1024")))?,
+            .ok_or_else(|| {
+                usage(format!(
+                    "--clients: {} is not a number from 1 to 1024",
+                    crate::args::shown(v)
+                ))
+            })?,
         None => 1,
     };
     let duration = args.duration("duration", Duration::from_secs(5))?;
@@ -77,7 +82,8 @@ pub(crate) fn bench(raw: &[String]) -> Result<u8, Failure> {
         "same" => true,
         other => {
             return Err(usage(format!(
-                "--resources: {other:?} is neither same nor distinct"
+                "--resources: {} is neither same nor distinct",
+                crate::args::shown(other)
             ))
             .into());
         }

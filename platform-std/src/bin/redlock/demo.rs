@@ -217,7 +217,10 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
             .ok()
             .filter(|n| (1..=64).contains(n))
             .ok_or_else(|| {
-                crate::args::usage(format!("--workers: {v:?} is not a number from 1 to 64"))
+                crate::args::usage(format!(
+                    "--workers: {} is not a number from 1 to 64",
+                    crate::args::shown(v)
+                ))
             })?,
         None => 4,
     };
@@ -231,7 +234,7 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
     let options = ClientOptions::from_args(&args)?;
     options.check_against_ttl(TTL)?;
     let mut local = None;
-    let urls = match args.servers() {
+    let urls = match args.servers()? {
         Some(_) => servers(&args)?,
         None if args.value("servers").is_some() => {
             return Err(crate::args::usage("--servers is empty").into());
@@ -253,7 +256,12 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
                 .map_err(|e| Failure::new(crate::EX_USAGE, e.to_string()))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    say!("servers: {}", urls.join(", "));
+    // As the client shows them: a password given in --servers is hidden.
+    let shown: Vec<String> = clients
+        .first()
+        .map(|c| c.server_urls().iter().map(|u| u.to_string()).collect())
+        .unwrap_or_default();
+    say!("servers: {}", shown.join(", "));
     say!(
         "{workers} workers contend for {:?} for {:.1} s (each with its own client, fencing on)",
         String::from_utf8_lossy(RESOURCE),

@@ -91,6 +91,9 @@ Server options (every subcommand):
 {}
 Acquire options (lock and acquire; bench and demo take --restart-guard only):
 {}
+A password's `@`, `:`, `/`, `%` and bytes that are not UTF-8 are written as
+%-escapes in a URL (%40 for @, %FF for the byte 0xFF). Passwords are never
+printed.
 Durations: 250ms, 10s, 2m, 1h, or a bare number of milliseconds.
 
 Exit statuses: the command's own (lock); 64 bad usage; 69 too few servers
@@ -103,17 +106,21 @@ Run `redlock SUBCOMMAND --help` for more.",
 }
 
 fn main() -> ExitCode {
-    let raw: Vec<String> = match std::env::args_os()
-        .skip(1)
-        .map(|a| a.into_string())
-        .collect::<Result<_, _>>()
-    {
-        Ok(raw) => raw,
-        Err(bad) => {
-            eprintln!("redlock: argument {bad:?} is not valid UTF-8");
-            return ExitCode::from(EX_USAGE);
+    let mut raw = Vec::new();
+    for (i, arg) in std::env::args_os().enumerate().skip(1) {
+        match arg.into_string() {
+            Ok(arg) => raw.push(arg),
+            Err(_) => {
+                // Not shown: it may be a server URL with its password.
+                eprintln!(
+                    "redlock: argument {i} is not valid UTF-8 (not shown: it may hold a \
+                     password); {}",
+                    args::ESCAPE_HINT
+                );
+                return ExitCode::from(EX_USAGE);
+            }
         }
-    };
+    }
     let (sub, rest) = match raw.split_first() {
         Some((sub, rest)) => (sub.as_str(), rest),
         None => {
@@ -136,10 +143,13 @@ fn main() -> ExitCode {
         "inspect" => inspect(rest),
         "bench" => bench::bench(rest),
         "demo" => demo::demo(rest),
-        other => Err(Failure::new(
-            EX_USAGE,
-            format!("unknown subcommand {other:?} (try redlock --help)"),
-        )),
+        other => {
+            eprintln!(
+                "redlock: unknown subcommand {} (try redlock --help)",
+                args::shown(other)
+            );
+            return ExitCode::from(EX_USAGE);
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -208,7 +218,7 @@ pub(crate) fn builder(servers: &[String], options: &ClientOptions) -> Builder {
 
 /// The servers given, or a usage error.
 pub(crate) fn servers(args: &Args) -> Result<Vec<String>, Failure> {
-    args.servers().ok_or_else(|| {
+    args.servers()?.ok_or_else(|| {
         Failure::from(usage(
             "no servers: give --servers URL[,URL...] or set REDLOCK_SERVERS",
         ))

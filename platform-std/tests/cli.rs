@@ -613,6 +613,122 @@ fn ctrl_c_stops_the_demo_and_a_waiting_lock_cleanly() {
     );
 }
 
+/// The live processes (zombies do not count) of process group `pgid`.
+fn group_members(pgid: u32) -> Vec<u32> {
+    let mut members = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid pgrp ...; comm may hold spaces and ')'.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or("", |(_, rest)| rest)
+            .split_whitespace()
+            .collect();
+        if fields.first() != Some(&"Z") && fields.get(2) == Some(&pgid.to_string().as_str()) {
+            members.push(pid);
+        }
+    }
+    members
+}
+
+/// A redlock process and the process groups of its command: if the test
+/// fails, they are killed with SIGKILL when this is dropped, so that
+/// nothing it started keeps running.
+struct Running {
+    child: Option<Child>,
+    groups: Vec<u32>,
+}
+
+impl Running {
+    fn new(child: Child) -> Running {
+        Running {
+            child: Some(child),
+            groups: Vec::new(),
+        }
+    }
+
+    /// Waits for redlock, as [`finish`] does.
+    fn finish(mut self) -> Output {
+        finish(self.child.take().unwrap())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            for g in &self.groups {
+                let _ = Command::new("kill")
+                    .args(["-KILL", "--", &format!("-{g}")])
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
+    }
+}
+
+/// The number in `path` (a pid written by a test command).
+fn read_pid(path: &Path) -> u32 {
+    wait_for_file(path);
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Issue 9, item 6: a lost lock's command gets SIGKILL before the validity
+/// the client computed ends, whatever --grace says, also when a majority
+/// said the key is gone.
+#[test]
+fn a_lost_lock_kills_a_command_that_ignores_sigterm_before_its_validity_ends() {
+    let (servers, list) = servers(3);
+    let dir = scratch("grace");
+    let ttl = Duration::from_secs(3);
+    // Ignores SIGTERM; left alone, it would finish after 40 s.
+    let script = format!(
+        "trap '' TERM; echo $$ > {d}/job.tmp; mv {d}/job.tmp {d}/job; \
+         i=0; while [ $i -lt 40 ]; do sleep 1; i=$((i+1)); done; touch {d}/finished",
+        d = dir.display()
+    );
+    let mut running = Running::new(start(
+        redlock()
+            .args(["lock", "--servers", &list, "--ttl", "3s", "--grace", "120s"])
+            .args(["graceless", "--", "sh", "-c", &script]),
+    ));
+    let pgid = read_pid(&dir.join("job"));
+    running.groups.push(pgid);
+    // Deleted behind its back: the next extension finds it not held. The
+    // last extension that succeeded was sent before the delete, so the
+    // validity the client computed ends before `deleted + ttl`.
+    for s in &servers {
+        s.conn().unwrap().request(&[b"DEL", b"graceless"]).unwrap();
+    }
+    let deleted = Instant::now();
+    let out = running.finish();
+    let took = deleted.elapsed();
+    assert_eq!(code(&out), 70, "stderr: {}", stderr(&out));
+    assert!(stderr(&out).contains("lost the lock"), "{}", stderr(&out));
+    assert!(!dir.join("finished").exists(), "the command ran to its end");
+    // redlock reaps the command after the SIGKILL: nothing of it is left.
+    assert_eq!(group_members(pgid), Vec::<u32>::new());
+    // Generous: the validity ended by `ttl` after the delete; the grace
+    // (120 s) and the command (40 s) are far longer.
+    assert!(
+        took < ttl + Duration::from_secs(10),
+        "the command was stopped {took:?} after the delete"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Calls of `command` on `server` since its statistics were reset.
 fn calls(server: &RedisServer, command: &str) -> u64 {
     let Value::Bulk(info) = server

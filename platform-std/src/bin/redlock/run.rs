@@ -8,10 +8,8 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus};
 use std::time::Instant;
 
-use redlock_std::Lost;
-
 use crate::args::{
-    ClientOptions, RETRYING_OPTIONS, Spec, acquire_options_help, server_options_help,
+    ClientOptions, RETRYING_OPTIONS, Spec, acquire_options_help, server_options_help, show_duration,
 };
 use crate::{EX_SOFTWARE, Failure, acquire_lock, client, parse, servers};
 
@@ -33,8 +31,10 @@ REDLOCK_FENCE (the fencing token: larger for every later holder).
   --wait D    retry with jitter until D has passed (default: one call with
               the normal retries)
   --fence     take an F1 fencing token
-  --grace D   if the lock is lost, CMD gets SIGTERM, then SIGKILL after D
-              (default 5s)
+  --grace D   if the lock is lost, CMD gets SIGTERM at once and SIGKILL
+              after D (default 5s), or sooner: {margin} before the lock's
+              validity (as this client computed it) ends, at once if that
+              is past
 
 Server options:
 {server}
@@ -43,16 +43,33 @@ Acquire options:
 CMD runs as the leader of its own process group (with the terminal's
 foreground when redlock has it). SIGINT, SIGTERM and SIGHUP sent to redlock
 are forwarded to that group; the lock is released when CMD exits. If the lock
-is lost, the whole group gets SIGTERM and, after the grace period (cut short
-so that it ends before the lock's validity when that is still running),
-SIGKILL.
+is lost, the whole group gets SIGTERM and, at the end of the grace period
+(cut short as above), SIGKILL.
 
 Exit statuses: CMD's own (128+N if killed by signal N); 75 held by someone
 else; 69 too few servers answered; 70 the lock was lost while CMD ran, or an
 internal error; 64 bad usage; 127 CMD not found; 126 CMD could not be run.",
+        margin = show_duration(KILL_MARGIN),
         server = server_options_help(),
         acquire = acquire_options_help(true),
     )
+}
+
+/// How long before the end of the lock's validity a lost lock's command
+/// gets SIGKILL at the latest: time for the signal to land and the
+/// processes to die, and for this loop to wake up late on a busy machine.
+const KILL_MARGIN: Duration = Duration::from_millis(50);
+
+/// When a command whose lock was lost at `now` gets SIGKILL: after the
+/// `grace`, but never later than [`KILL_MARGIN`] before `valid_until`, the
+/// end of the validity this client computed (another client may hold the
+/// lock after it). `now` or earlier: at once.
+fn kill_at(now: Instant, grace: Duration, valid_until: Instant) -> Instant {
+    let by_validity = valid_until.checked_sub(KILL_MARGIN).unwrap_or(now);
+    match now.checked_add(grace) {
+        Some(after_grace) => after_grace.min(by_validity),
+        None => by_validity,
+    }
 }
 
 /// Signals redlock forwards to the command.
@@ -190,14 +207,12 @@ pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
             job.signal(sig);
         }
         if let Some(why) = auto.wait_lost(Duration::from_millis(20)) {
-            // While the validity still runs (extensions failing), the job
-            // must be gone before it ends; once a majority said the key is
-            // not ours, the grace is the user's.
-            let grace = match why {
-                Lost::NotHeld => grace,
-                _ => grace.min(auto.lock().remaining()),
-            };
-            job.stop(grace, &signals);
+            // Whatever the reason, the job must be gone before the
+            // validity this client computed ends: past it another client
+            // may hold the lock (a majority saying the key is not ours does
+            // not make the wait any safer).
+            let kill_at = kill_at(Instant::now(), grace, auto.lock().valid_until());
+            job.stop(kill_at, &signals);
             drop(auto);
             return Err(Failure::new(
                 EX_SOFTWARE,
@@ -248,12 +263,13 @@ impl Job {
         self.child.wait()
     }
 
-    /// SIGTERM to the job, then SIGKILL to whatever is left of it after
-    /// `grace` or once the command exited; then reaps it.
-    fn stop(&mut self, grace: Duration, signals: &Signals) {
+    /// SIGTERM to the job (and SIGCONT, so that a stopped job can act on
+    /// it), then SIGKILL to whatever is left of it at `kill_at` or once the
+    /// command exited; then reaps it.
+    fn stop(&mut self, kill_at: Instant, signals: &Signals) {
         self.signal(libc::SIGTERM);
-        let give_up = Instant::now() + grace;
-        while !self.exited() && Instant::now() < give_up {
+        self.signal(libc::SIGCONT);
+        while !self.exited() && Instant::now() < kill_at {
             for sig in signals.take() {
                 self.signal(sig);
             }
@@ -261,6 +277,31 @@ impl Job {
         }
         self.signal(libc::SIGKILL);
         let _ = self.reap();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_lock_is_killed_after_the_grace_or_before_the_validity_ends() {
+        let now = Instant::now();
+        let s = Duration::from_secs;
+        // The grace ends first.
+        assert_eq!(kill_at(now, s(1), now + s(10)), now + s(1));
+        // The validity ends first: the margin before it.
+        assert_eq!(kill_at(now, s(5), now + s(1)), now + s(1) - KILL_MARGIN);
+        // No grace: at once.
+        assert_eq!(kill_at(now, Duration::ZERO, now + s(1)), now);
+        // The validity is (nearly) over: at once, or already past.
+        assert!(kill_at(now, s(5), now + KILL_MARGIN / 2) <= now);
+        assert!(kill_at(now, s(5), now) <= now);
+        // A grace too long for the clock: the validity decides.
+        assert_eq!(
+            kill_at(now, Duration::MAX, now + s(1)),
+            now + s(1) - KILL_MARGIN
+        );
     }
 }
 

@@ -652,6 +652,10 @@ impl Running {
         }
     }
 
+    fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
     /// Waits for redlock, as [`finish`] does.
     fn finish(mut self) -> Output {
         finish(self.child.take().unwrap())
@@ -683,6 +687,63 @@ fn read_pid(path: &Path) -> u32 {
         .trim()
         .parse()
         .unwrap()
+}
+
+/// Issue 9, item 5: PR_SET_PDEATHSIG alone kills the command's leader only;
+/// a process it started in its group (a grandchild of redlock) must die too.
+#[test]
+fn a_killed_redlock_takes_every_process_of_its_command_with_it() {
+    let (_servers, list) = servers(3);
+    let dir = scratch("kill9");
+    let script = format!(
+        "echo $$ > {d}/job.tmp; mv {d}/job.tmp {d}/job; \
+         sleep 30 & echo $! > {d}/grandchild.tmp; mv {d}/grandchild.tmp {d}/grandchild; wait",
+        d = dir.display()
+    );
+    // No pipes: the test must not wait for output that the command's
+    // surviving processes would hold open.
+    let log = std::fs::File::create(dir.join("stderr")).unwrap();
+    let child = redlock()
+        .args(["lock", "--servers", &list, "--ttl", "2s", "kill9", "--"])
+        .args(["sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let mut running = Running::new(child);
+    let pgid = read_pid(&dir.join("job"));
+    running.groups.push(pgid);
+    let grandchild = read_pid(&dir.join("grandchild"));
+    let members = group_members(pgid);
+    assert!(
+        members.contains(&pgid) && members.contains(&grandchild),
+        "the command's group {pgid}: {members:?}"
+    );
+
+    let redlock_pid = running.pid();
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &redlock_pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let _ = running.child.as_mut().unwrap().wait();
+    let give_up = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = group_members(pgid);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < give_up,
+            "processes of the command outlived redlock (group {pgid}): {left:?}; redlock's stderr: {}",
+            std::fs::read_to_string(dir.join("stderr")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Issue 9, item 6: a lost lock's command gets SIGKILL before the validity

@@ -26,6 +26,7 @@ macro_rules! say {
 mod args;
 mod bench;
 mod demo;
+mod guard;
 mod json;
 mod run;
 
@@ -143,6 +144,9 @@ fn main() -> ExitCode {
         "inspect" => inspect(rest),
         "bench" => bench::bench(rest),
         "demo" => demo::demo(rest),
+        // Not a subcommand for people: the process that kills a `lock`
+        // command's process group if redlock dies (see guard.rs).
+        guard::SUBCOMMAND => Ok(guard::serve()),
         other => {
             eprintln!(
                 "redlock: unknown subcommand {} (try redlock --help)",

@@ -11,6 +11,7 @@ use std::time::Instant;
 use crate::args::{
     ClientOptions, RETRYING_OPTIONS, Spec, acquire_options_help, server_options_help, show_duration,
 };
+use crate::guard::GroupGuard;
 use crate::{EX_SOFTWARE, Failure, acquire_lock, client, parse, servers};
 
 extern crate alloc;
@@ -44,7 +45,9 @@ CMD runs as the leader of its own process group (with the terminal's
 foreground when redlock has it). SIGINT, SIGTERM and SIGHUP sent to redlock
 are forwarded to that group; the lock is released when CMD exits. If the lock
 is lost, the whole group gets SIGTERM and, at the end of the grace period
-(cut short as above), SIGKILL.
+(cut short as above), SIGKILL. If redlock itself dies, even by SIGKILL, the
+whole group gets SIGKILL at once (a small `redlock` process outside the group
+watches for that): CMD never runs on without redlock watching its lock.
 
 Exit statuses: CMD's own (128+N if killed by signal N); 75 held by someone
 else; 69 too few servers answered; 70 the lock was lost while CMD ran, or an
@@ -177,7 +180,19 @@ pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
         Some(f) => command.env("REDLOCK_FENCE", f.to_string()),
         None => command.env_remove("REDLOCK_FENCE"),
     };
-    let mut job = match Job::spawn(&mut command) {
+    // Started before the command, so that it knows the command's group
+    // before the command runs (see guard.rs).
+    let guard = match GroupGuard::start() {
+        Ok(guard) => guard,
+        Err(e) => {
+            let _ = auto.release();
+            return Err(Failure::new(
+                EX_SOFTWARE,
+                format!("cannot start the process that stops the command if redlock dies: {e}"),
+            ));
+        }
+    };
+    let mut job = match Job::spawn(&mut command, guard) {
         Ok(job) => job,
         Err(e) => {
             let _ = auto.release();
@@ -228,21 +243,34 @@ pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
 /// processes, once. With a terminal, the group gets the terminal's
 /// foreground while it runs (so that it can read it, and Ctrl-C reaches it
 /// directly).
+///
+/// The job's group dies with redlock (see guard.rs): dropped without
+/// [`Job::reap`], say when redlock panics, the guard kills it.
 struct Job {
     child: Child,
     pgid: libc::pid_t,
     terminal: Option<sys::Terminal>,
+    guard: Option<GroupGuard>,
 }
 
 impl Job {
-    fn spawn(command: &mut Command) -> std::io::Result<Job> {
-        let child = command.process_group(0).spawn()?;
+    fn spawn(command: &mut Command, guard: GroupGuard) -> std::io::Result<Job> {
+        guard.protect(command);
+        let child = match command.process_group(0).spawn() {
+            Ok(child) => child,
+            Err(e) => {
+                // std has reaped the child that failed to exec.
+                guard.done();
+                return Err(e);
+            }
+        };
         let pgid = libc::pid_t::try_from(child.id()).map_err(std::io::Error::other)?;
         let terminal = sys::hand_terminal_to(pgid);
         Ok(Job {
             child,
             pgid,
             terminal,
+            guard: Some(guard),
         })
     }
 
@@ -257,9 +285,13 @@ impl Job {
         sys::exited_unreaped(self.pgid)
     }
 
-    /// Takes the terminal back and reaps the command.
+    /// Takes the terminal back, lets the guard go (before reaping: until
+    /// then the group id cannot be reused) and reaps the command.
     fn reap(&mut self) -> std::io::Result<ExitStatus> {
         self.terminal = None;
+        if let Some(guard) = self.guard.take() {
+            guard.done();
+        }
         self.child.wait()
     }
 

@@ -1061,7 +1061,8 @@ fn no_output_shows_a_password() {
         &run(redlock().args(["acquire", "--servers", &wrong, "res"])),
         69,
     );
-    assert!(all.contains("redis://:***@127.0.0.1:"), "{all}");
+    assert!(all.contains("127.0.0.1:"), "{all}");
+    assert!(all.contains("WRONGPASS"), "{all}");
 
     // Misplaced, or in a bad URL: 64.
     let bad_port = format!("redis://:{escaped}@127.0.0.1:99999");
@@ -1129,4 +1130,107 @@ fn no_output_shows_a_password() {
         all.contains("REDLOCK_SERVERS") && all.contains("%FF"),
         "{all}"
     );
+}
+
+/// Item 8 of issue 9, end to end: after a majority of servers lost the fence
+/// counter, `lock --fence` exits 65 with what to do; `fence-repair` with the
+/// highest fence the resource accepted makes the next token larger, and never
+/// lowers a counter.
+#[test]
+fn lost_fence_counters_exit_65_and_fence_repair_mends_them() {
+    let (mut servers, list) = servers(3);
+    let fence_of = |out: &Output| -> u64 {
+        assert_eq!(code(out), 0, "stderr: {}", stderr(out));
+        stdout(out).trim().parse().unwrap()
+    };
+    let fenced = || {
+        run(redlock()
+            .args(["lock", "--servers", &list, "--fence", "fenced", "--"])
+            .args(["sh", "-c", "echo $REDLOCK_FENCE"]))
+    };
+    let mut highest = 0;
+    for _ in 0..3 {
+        highest = fence_of(&fenced());
+    }
+    assert_eq!(highest, 3);
+    for s in &mut servers[..2] {
+        s.kill().unwrap();
+        s.restart().unwrap();
+    }
+    let out = fenced();
+    assert_eq!(code(&out), 65, "stderr: {}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("fence-repair"), "{err}");
+    assert!(!err.contains("too few servers answered"), "{err}");
+    // Usage errors first: the floor is required and must be a number.
+    for bad in [
+        vec!["fence-repair", "--servers", &list, "fenced"],
+        vec![
+            "fence-repair",
+            "--servers",
+            &list,
+            "--at-least",
+            "-1",
+            "fenced",
+        ],
+        vec!["fence-repair", "--servers", &list, "--at-least", "3"],
+    ] {
+        assert_eq!(code(&run(redlock().args(&bad))), 64, "{bad:?}");
+    }
+    let out = run(redlock().args([
+        "fence-repair",
+        "--servers",
+        &list,
+        "--at-least",
+        "3",
+        "fenced",
+    ]));
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    assert!(
+        stdout(&out).contains("on 3 of 3 servers"),
+        "{}",
+        stdout(&out)
+    );
+    let next = fence_of(&fenced());
+    assert!(next > highest, "{next} after {highest}");
+    // A lower floor leaves every counter where it is.
+    let out = run(redlock().args([
+        "fence-repair",
+        "--servers",
+        &list,
+        "--at-least",
+        "1",
+        "fenced",
+    ]));
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    for s in &servers {
+        assert_eq!(
+            get(s, "fenced:fence"),
+            Value::Bulk(next.to_string().into_bytes())
+        );
+    }
+}
+
+/// Two entries for one server are a usage error (exit 64), named by address
+/// without credentials; a refused handshake names the server's own error.
+#[test]
+fn duplicate_servers_exit_64_and_refusals_show_the_servers_words() {
+    let (servers, _) = servers(2);
+    let a = servers[0].addr();
+    let b = servers[1].addr();
+    let list = format!("redis://:sekrit@{a}/0,redis://{a}/1,{b}");
+    let out = run(redlock().args(["acquire", "--servers", &list, "res"]));
+    assert_eq!(code(&out), 64, "stderr: {}", stderr(&out));
+    assert!(stderr(&out).contains("same server"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("sekrit"), "{}", stderr(&out));
+    // A database out of range: 69, in the server's words, nothing in db 0.
+    let list = format!("redis://{a}/99,redis://{b}/99");
+    let out = run(redlock().args(["acquire", "--servers", &list, "--retries", "0", "res"]));
+    assert_eq!(code(&out), 69, "stderr: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains("DB index is out of range"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(get(&servers[0], "res"), Value::Nil);
 }

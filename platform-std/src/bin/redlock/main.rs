@@ -50,6 +50,8 @@ pub(crate) const EX_UNAVAILABLE: u8 = 69;
 pub(crate) const EX_SOFTWARE: u8 = 70;
 /// The lock is held by someone else.
 pub(crate) const EX_TEMPFAIL: u8 = 75;
+/// Fenced acquisition refused: the fence counters were lost (repair them).
+pub(crate) const EX_DATAERR: u8 = 65;
 
 /// Why redlock itself ends with a non-zero status: the status and a
 /// one-line message for stderr.
@@ -85,6 +87,7 @@ Usage:
   redlock acquire [SERVER OPTIONS] [ACQUIRE OPTIONS] [--ttl D] [--wait D] [--fence] RESOURCE
   redlock unlock [SERVER OPTIONS] RESOURCE TOKEN
   redlock inspect [SERVER OPTIONS] [--json] RESOURCE
+  redlock fence-repair [SERVER OPTIONS] --at-least N RESOURCE
   redlock bench [SERVER OPTIONS] [--restart-guard D] [--clients N] [--duration D] [--resources same|distinct] [--ttl D] [--json]
   redlock demo [SERVER OPTIONS] [--restart-guard D] [--duration D] [--workers N]
 
@@ -97,8 +100,9 @@ A password's `@`, `:`, `/`, `%` and bytes that are not UTF-8 are written as
 printed.
 Durations: 250ms, 10s, 2m, 1h, or a bare number of milliseconds.
 
-Exit statuses: the command's own (lock); 64 bad usage; 69 too few servers
-answered; 70 lock lost or internal error; 75 held by someone else.
+Exit statuses: the command's own (lock); 64 bad usage; 65 fence counters
+lost (see fence-repair); 69 too few servers answered; 70 lock lost or
+internal error; 75 held by someone else.
 
 Run `redlock SUBCOMMAND --help` for more.",
         server_options_help(),
@@ -142,6 +146,7 @@ fn main() -> ExitCode {
         "acquire" => acquire(rest),
         "unlock" => unlock(rest),
         "inspect" => inspect(rest),
+        "fence-repair" => fence_repair(rest),
         "bench" => bench::bench(rest),
         "demo" => demo::demo(rest),
         // Not a subcommand for people: the process that kills a `lock`
@@ -230,7 +235,8 @@ pub(crate) fn servers(args: &Args) -> Result<Vec<String>, Failure> {
 }
 
 /// The exit status and one-line explanation of a failed call, naming what
-/// each server answered.
+/// each server answered (by address, with the servers' own words when they
+/// refused the handshake).
 pub(crate) fn failure(what: &str, e: &Error, urls: &[ServerUrl]) -> Failure {
     let (code, why) = match e {
         Error::Conflict(_) => (EX_TEMPFAIL, "held by another client"),
@@ -240,13 +246,17 @@ pub(crate) fn failure(what: &str, e: &Error, urls: &[ServerUrl]) -> Failure {
             "a majority answered, too late for any validity to be left",
         ),
         Error::Lost(_) => (EX_SOFTWARE, "the lock is no longer held on a majority"),
-        Error::InvalidArgument(_) => (EX_USAGE, ""),
+        // The library's message says what happened and what to do.
+        Error::FenceLost(_) => (EX_DATAERR, ""),
+        Error::InvalidArgument(_) | Error::DuplicateServer { .. } => (EX_USAGE, ""),
         _ => (EX_SOFTWARE, ""),
     };
-    let message = match e.report() {
-        Some(report) => format!("{what}: {why} ({})", per_server(report, urls)),
-        None if why.is_empty() => format!("{what}: {e}"),
-        None => format!("{what}: {why}"),
+    let message = match (e.outcomes(), e.report()) {
+        (Some(_), _) if why.is_empty() => format!("{what}: {e}"),
+        (Some(outcomes), _) => format!("{what}: {why} ({outcomes})"),
+        (None, Some(report)) => format!("{what}: {why} ({})", per_server(report, urls)),
+        (None, None) if why.is_empty() => format!("{what}: {e}"),
+        (None, None) => format!("{what}: {why}"),
     };
     Failure::new(code, message)
 }
@@ -415,6 +425,79 @@ fn unlock(raw: &[String]) -> Result<u8, Failure> {
         released.deleted(),
         servers.len()
     );
+    Ok(0)
+}
+
+fn fence_repair_help() -> String {
+    format!(
+        "\
+redlock fence-repair [SERVER OPTIONS] --at-least N RESOURCE
+
+Repairs RESOURCE's fencing-token counter after servers lost it (restarts
+without persistence), when fenced acquisitions fail with exit status 65:
+raises the counter to at least N on every server, never lowering it.
+
+  --at-least N   the highest fence the protected resource has accepted
+                 (only it, or its operator, knows): every later fencing
+                 token is larger. Too low is safe (the resource refuses
+                 the smaller tokens) but not live; too high skips numbers.
+
+Running it again is harmless.
+
+Server options:
+{}
+Exit statuses: 0 when a majority raised the counter (a line names any server
+that did not); 69 fewer than a majority did; 64 bad usage.",
+        server_options_help()
+    )
+}
+
+fn fence_repair(raw: &[String]) -> Result<u8, Failure> {
+    let spec = Spec {
+        client: SERVER_OPTIONS,
+        with_value: &["at-least"],
+        flags: &[],
+        command_after: None,
+    };
+    let Some(args) = parse(raw, &spec, &fence_repair_help())? else {
+        return Ok(0);
+    };
+    args.expect_positionals(&["RESOURCE"])?;
+    let at_least = match args.value("at-least") {
+        Some(n) => n.parse::<u64>().map_err(|_| {
+            usage(format!(
+                "--at-least must be a whole number from 0 up, not {}",
+                args::shown(n)
+            ))
+        })?,
+        None => {
+            return Err(usage(
+                "--at-least N is required: the highest fence the protected resource has accepted",
+            )
+            .into());
+        }
+    };
+    let servers = servers(&args)?;
+    let options = ClientOptions::from_args(&args)?;
+    let client = client(&servers, &options, Duration::from_secs(30), false)?;
+    let resource = &args.positionals[0];
+    let urls = client.server_urls();
+    let repaired = client
+        .fence_repair(resource.as_bytes(), at_least)
+        .map_err(|e| failure(&format!("cannot repair {resource:?}"), &e, &urls))?;
+    say!(
+        "repaired {resource:?}: fence counter at least {at_least} on {} of {} servers \
+         (highest now {}); the next fencing token is larger",
+        repaired.report.count(redlock_std::ServerOutcome::Ok),
+        servers.len(),
+        repaired.counter
+    );
+    if !repaired.complete() {
+        eprintln!(
+            "redlock fence-repair: not every server was repaired: {}; run it again once they answer",
+            per_server(&repaired.report, &urls)
+        );
+    }
     Ok(0)
 }
 

@@ -1945,4 +1945,89 @@ mod tests {
         assert_eq!(t.run(op), 7, "no connection error on the first call");
         assert_eq!(t.lock().conns[0].addr_next, 1);
     }
+
+    /// A name that resolves again (every address failed, or none was
+    /// known) to the server of another entry is not used: one server, one
+    /// vote, also after the client was built.
+    #[test]
+    fn a_name_that_now_resolves_to_another_entry_is_refused() {
+        let a = TcpListener::bind("127.0.0.1:0").unwrap();
+        let b = TcpListener::bind("127.0.0.1:0").unwrap();
+        let urls: Vec<ServerUrl> = [&a, &b]
+            .iter()
+            .map(|l| l.local_addr().unwrap().to_string().parse().unwrap())
+            .collect();
+        let t = Arc::new(Transport::<TestOp>::new(&urls, config()).unwrap());
+        assert_eq!(t.same_server(), None);
+        {
+            // Entry 0's name now stands for entry 1's server, and its
+            // addresses are to be looked up again.
+            let mut st = t.lock();
+            st.conns[0].url = format!("localhost:{}", b.local_addr().unwrap().port())
+                .parse()
+                .unwrap();
+            st.conns[0].addrs.clear();
+        }
+        let op = TestOp::ping(&t, 30_000);
+        assert_eq!(t.run(op), 1, "server 0 is not used");
+        let st = t.lock();
+        assert!(
+            matches!(
+                st.conns[0].refused,
+                Some((SetupError::SameServer(ServerId(1)), _))
+            ),
+            "{:?}",
+            st.conns[0].refused
+        );
+        assert!(st.conns[0].stream.is_none());
+    }
+
+    /// Nothing but the handshake is written before the handshake passed,
+    /// and a refused handshake sends nothing more (fail closed).
+    #[test]
+    fn requests_wait_for_the_handshake_and_a_refusal_drops_them() {
+        let (t, listener) = transport();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(StdDuration::from_millis(300)))
+                .unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            // Everything the client sends before it hears anything.
+            while let Ok(n) = s.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+            let before = got.clone();
+            // The first SCRIPT LOAD is refused.
+            s.write_all(b"-NOPERM no scripts for you\r\n").unwrap();
+            while let Ok(n) = s.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+            (before, got)
+        });
+        let op = TestOp::ping(&t, 30_000);
+        assert_eq!(t.run(op), 1, "told the server is not used");
+        let (before, after) = server.join().unwrap();
+        assert!(
+            before.windows(6).any(|w| w == b"SCRIPT"),
+            "the handshake went out"
+        );
+        assert!(!before.ends_with(PING) && !after.windows(PING.len()).any(|w| w == PING));
+        let st = t.lock();
+        let (why, text) = st.conns[0].refused.clone().unwrap();
+        assert_eq!(
+            why,
+            SetupError::Refused {
+                step: Step::ScriptLoad,
+                kind: redlock_core::redlock_resp::ErrorKind::NoPerm
+            }
+        );
+        assert!(text.contains("NOPERM no scripts for you"), "{text}");
+    }
 }

@@ -219,6 +219,18 @@ pub fn same_server<I: PartialEq>(identities: &[&[I]]) -> Option<(ServerId, Serve
     None
 }
 
+/// Another entry that is the same server as entry `entry` (shares one of
+/// its identities), if any: the lowest such entry.
+pub fn twin_of<I: PartialEq>(identities: &[&[I]], entry: usize) -> Option<ServerId> {
+    let mine = identities.get(entry)?;
+    identities
+        .iter()
+        .enumerate()
+        .filter(|&(k, _)| k != entry)
+        .find(|(_, theirs)| mine.iter().any(|id| theirs.contains(id)))
+        .map(|(k, _)| ServerId(k as u8))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::indexing_slicing)]
@@ -323,5 +335,8 @@ mod tests {
         assert_eq!(same_server(&[a, b]), None);
         assert_eq!(same_server(&[a, b, c]), Some((ServerId(0), ServerId(2))));
         assert_eq!(same_server::<u32>(&[&[], &[]]), None);
+        assert_eq!(twin_of(&[a, b, c], 2), Some(ServerId(0)));
+        assert_eq!(twin_of(&[a, b, c], 1), None);
+        assert_eq!(twin_of(&[a, b, c], 7), None);
     }
 }

@@ -103,7 +103,13 @@ enum ConnState {
     Up,
 }
 
-#[derive(Debug)]
+/// One server's connection. Its invariants (checked by
+/// [`Conn::check_invariants`]):
+/// - `held` is not empty only while the handshake runs (`handshake_left >
+///   0`) on a connection that is not down: nothing but the handshake is
+///   written before the core judged every handshake reply good;
+/// - `releases_held` only while `held` is not empty;
+/// - the first `handshake_left` entries of `expect` are handshake steps.
 struct Conn {
     url: ServerUrl,
     addrs: Vec<SocketAddr>,
@@ -127,12 +133,24 @@ struct Conn {
     expect: VecDeque<Expect>,
     /// Handshake replies still awaited on this connection.
     handshake_left: usize,
+    /// When the handshake began (the connect completed): it must pass
+    /// within a connect timeout.
+    handshake_since: StdInstant,
     /// Requests queued while the handshake runs, written once it passed.
     held: Vec<u8>,
+    /// A release is among them: the last thread out waits for it.
+    releases_held: bool,
+    /// A release may reconnect at once, in the backoff: the server was
+    /// reachable when the connection last failed. Cleared when a connect
+    /// fails, so that a dead host costs a release's wait once, not every
+    /// call.
+    urgent_ok: bool,
     writable_interest: bool,
-    /// `uptime_in_seconds` learnt on the last connect, with when it was read.
-    incarnation: Option<(StdInstant, u64)>,
-    /// The server's `run_id` from the last handshake (its identity).
+    /// When the server's current incarnation began (core clock), from the
+    /// `INFO` of this connection's handshake.
+    incarnation: Option<Instant>,
+    /// The server's `run_id` from its last handshake (its identity), kept
+    /// across reconnects until the next `INFO` says otherwise.
     run_id: Option<Vec<u8>>,
     /// Why the server may not be used, since its last handshake failed
     /// (with the server's own error text), until one passes.
@@ -142,16 +160,55 @@ struct Conn {
 /// The longest server error text kept for a report.
 const MAX_ERROR_TEXT: usize = 200;
 
+impl core::fmt::Debug for Conn {
+    // By hand: `out` holds the `AUTH` command (the password) while the
+    // handshake is written; buffers show as lengths only.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Conn")
+            .field("url", &self.url)
+            .field("addrs", &self.addrs)
+            .field("state", &self.state)
+            .field("failures", &self.failures)
+            .field("out_len", &self.out.len())
+            .field("held_len", &self.held.len())
+            .field("filled", &self.filled)
+            .field("expect", &self.expect.len())
+            .field("handshake_left", &self.handshake_left)
+            .field("incarnation", &self.incarnation)
+            .field("refused", &self.refused.as_ref().map(|(why, _)| why))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Conn {
+    /// The invariants written at [`Conn`], in debug builds.
+    fn check_invariants(&self) {
+        debug_assert!(
+            self.held.is_empty()
+                || (self.handshake_left > 0 && !matches!(self.state, ConnState::Down { .. })),
+            "requests held without a handshake running"
+        );
+        debug_assert!(!self.releases_held || !self.held.is_empty());
+        debug_assert!(
+            self.expect
+                .iter()
+                .take(self.handshake_left)
+                .all(|e| matches!(e, Expect::Handshake(_))),
+            "the handshake is not first"
+        );
+    }
+}
+
 /// What waits to be written, for the last thread out of the transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Unwritten {
     Nothing,
     /// On a connection that is up, whose socket would have blocked.
     Blocked,
-    /// Behind a connect in progress.
-    BehindConnect,
-    /// Held behind a handshake in progress, on a connection that is up.
-    BehindHandshake,
+    /// A release held behind a connect or a handshake in progress.
+    Release,
+    /// Other requests held behind a connect or a handshake in progress.
+    Held,
 }
 
 /// One running operation, owned by the state while it runs.
@@ -267,10 +324,11 @@ const WAKE: Token = Token(usize::MAX);
 /// failed, at most this often.
 const RESOLVE_AGAIN: StdDuration = StdDuration::from_secs(30);
 
-/// The least the last thread out waits for a connect in progress to take
-/// bytes still queued behind it: a working server answers a connect much
-/// faster; one that drops connects is left for the next call to drive.
-const CONNECT_GRACE: StdDuration = StdDuration::from_millis(20);
+/// How long the last thread out waits for requests other than releases held
+/// behind a connect or a handshake (the `SET` to a server the quorum did not
+/// wait for): a working server on a LAN passes its handshake much faster; a
+/// stalled one must not cost every call more.
+const HELD_GRACE: StdDuration = StdDuration::from_millis(20);
 
 /// The core's clock reads this many microseconds when the transport is made
 /// (20 years), so that instants before it, such as when a server that has
@@ -329,7 +387,10 @@ impl<J: Job> Transport<J> {
                 filled: 0,
                 expect: VecDeque::with_capacity(16),
                 handshake_left: 0,
+                handshake_since: now,
                 held: Vec::new(),
+                releases_held: false,
+                urgent_ok: true,
                 writable_interest: false,
                 incarnation: None,
                 run_id: None,
@@ -412,9 +473,7 @@ impl<J: Job> Transport<J> {
     pub(crate) fn servers(&self, mut base: Servers) -> Servers {
         let st = self.lock();
         for (i, c) in st.conns.iter().enumerate() {
-            if let Some((read_at, uptime)) = c.incarnation {
-                let started = core_instant(self.epoch, read_at)
-                    .saturating_sub(redlock_core::Duration::from_secs(uptime));
+            if let Some(started) = c.incarnation {
                 base.set_incarnation(ServerId(i as u8), started);
             }
         }
@@ -470,12 +529,12 @@ impl<J: Job> Transport<J> {
         }
         if guard.leading || !st.leader {
             // The last thread out writes what is still queued (a write that
-            // would have blocked, or the releases of a failed attempt behind
-            // a connect or a handshake), so that it does not wait for the
-            // next call: at most for a connect timeout on a connection that
-            // is up, and for about a request's timeout behind a connect or a
-            // handshake (a server that drops connects must not cost every
-            // call a connect timeout).
+            // would have blocked, or a release behind a connect or a
+            // handshake), so that it does not wait for the next call: at
+            // most for a connect timeout on a connection that is up, and for
+            // about a request's timeout behind a connect or a handshake (a
+            // host that drops connects costs that once: a release does not
+            // reconnect at once after a failed connect).
             let started = StdInstant::now();
             while st.active == 0 {
                 // What can be written now is, first: a pass as the leader
@@ -484,9 +543,8 @@ impl<J: Job> Transport<J> {
                 let until = match st.unwritten() {
                     Unwritten::Nothing => break,
                     Unwritten::Blocked => started + st.config.connect_timeout,
-                    Unwritten::BehindConnect | Unwritten::BehindHandshake => {
-                        started + st.config.delivery_grace.max(CONNECT_GRACE)
-                    }
+                    Unwritten::Release => started + st.config.delivery_grace,
+                    Unwritten::Held => started + HELD_GRACE,
                 };
                 if StdInstant::now() >= until {
                     break;
@@ -752,8 +810,16 @@ impl<J: Job> State<J> {
             // Fail closed: nothing but the handshake is written before the
             // core judged every handshake reply good.
             let queue = if conn.handshake_left > 0 {
+                conn.releases_held |= t.release;
                 &mut conn.held
             } else {
+                // The operation is judged by the incarnation of the
+                // connection its request goes on (another call may have
+                // reconnected since the operation began). Behind a
+                // handshake, its INFO tells it.
+                if let Some(started) = conn.incarnation {
+                    op.set_incarnation(t.server, started);
+                }
                 &mut conn.out
             };
             queue.extend_from_slice(&self.scratch[..t.len]);
@@ -782,7 +848,14 @@ impl<J: Job> State<J> {
         let now = StdInstant::now();
         match self.conns[i].state {
             ConnState::Up | ConnState::Connecting { .. } => return true,
-            ConnState::Down { retry_at } if now < retry_at && !urgent => return false,
+            // A refused server waits for its backoff whatever the request
+            // (no AUTH storm), and so does one whose last connect failed.
+            ConnState::Down { retry_at }
+                if now < retry_at
+                    && !(urgent && self.conns[i].urgent_ok && self.conns[i].refused.is_none()) =>
+            {
+                return false;
+            }
             ConnState::Down { .. } => {}
         }
         match self.connect(i) {
@@ -818,20 +891,21 @@ impl<J: Job> State<J> {
             if conn.addrs.is_empty() || stale {
                 conn.resolved_at = Some(StdInstant::now());
                 conn.addrs = resolve(&conn.url)?;
-                // A name that now resolves to another entry's server must
-                // not give that server a second vote.
-                if let Some(other) = twin_of(&self.conns, i) {
-                    let text = format!(
-                        "{} now resolves to the same server as {}",
-                        self.conns[i].url.address(),
-                        self.conns[other].url.address()
-                    );
-                    return Err(ConnectError::Refused(
-                        SetupError::SameServer(ServerId(other as u8)),
-                        text,
-                    ));
-                }
             }
+        }
+        // A name that now resolves to another entry's server must not give
+        // that server a second vote (checked on every connect: a refused
+        // entry keeps its addresses until it resolves again).
+        if let Some(other) = twin_of(&self.conns, i) {
+            let text = format!(
+                "{} resolves to the same server as {}",
+                self.conns[i].url.address(),
+                self.conns[other].url.address()
+            );
+            return Err(ConnectError::Refused(
+                SetupError::SameServer(ServerId(other as u8)),
+                text,
+            ));
         }
         let conn = &mut self.conns[i];
         if conn.addrs.is_empty() {
@@ -846,12 +920,12 @@ impl<J: Job> State<J> {
         };
         conn.out.clear();
         conn.held.clear();
+        conn.releases_held = false;
         conn.filled = 0;
         conn.expect.clear();
         // A new connection may be a new incarnation: known again once its
         // INFO is read.
         conn.incarnation = None;
-        conn.run_id = None;
         // The handshake goes first on the new connection, as the core plans it.
         let url = conn.url.clone();
         let plan = Plan {
@@ -942,8 +1016,9 @@ impl<J: Job> State<J> {
         }
         if conn.state != ConnState::Up {
             // This address did not take a connection: the next connect tries
-            // the next one.
+            // the next one; a release no longer reconnects at once.
             conn.addr_next = conn.addr_next.saturating_add(1);
+            conn.urgent_ok = false;
         }
         conn.failures = conn.failures.saturating_add(1);
         let shift = conn.failures.min(16) - 1;
@@ -956,35 +1031,32 @@ impl<J: Job> State<J> {
         };
         conn.out.clear();
         conn.held.clear();
+        conn.releases_held = false;
         conn.filled = 0;
         conn.expect.clear();
         conn.handshake_left = 0;
         conn.writable_interest = false;
         conn.refused = refused;
+        conn.check_invariants();
     }
 
-    /// Whether bytes wait to be written on a connection that is up (its
-    /// socket would have blocked) or connecting.
+    /// What the last thread out must still write: bytes on a connection
+    /// that is up (its socket would have blocked), a release held behind a
+    /// connect or a handshake, or other requests held there (given a short
+    /// grace: a working server passes its handshake within a round trip;
+    /// what a stalled one holds goes out with a later call, in order, so a
+    /// release still follows its `SET`).
     fn unwritten(&self) -> Unwritten {
-        let waiting = |c: &&Conn| !c.out.is_empty();
         if self
             .conns
             .iter()
-            .filter(waiting)
-            .any(|c| c.state == ConnState::Up)
+            .any(|c| c.state == ConnState::Up && !c.out.is_empty())
         {
             Unwritten::Blocked
-        } else if self
-            .conns
-            .iter()
-            .any(|c| c.state == ConnState::Up && !c.held.is_empty())
-        {
-            Unwritten::BehindHandshake
-        } else if self.conns.iter().any(|c| {
-            matches!(c.state, ConnState::Connecting { .. })
-                && !(c.out.is_empty() && c.held.is_empty())
-        }) {
-            Unwritten::BehindConnect
+        } else if self.conns.iter().any(|c| c.releases_held) {
+            Unwritten::Release
+        } else if self.conns.iter().any(|c| !c.held.is_empty()) {
+            Unwritten::Held
         } else {
             Unwritten::Nothing
         }
@@ -1042,15 +1114,29 @@ impl<J: Job> State<J> {
             .iter()
             .filter_map(|c| match c.state {
                 ConnState::Connecting { since } => Some(since + self.config.connect_timeout),
+                ConnState::Up if c.handshake_left > 0 => {
+                    Some(c.handshake_since + self.config.connect_timeout)
+                }
                 _ => None,
             })
             .min()
     }
 
     /// Finishes non-blocking connects (`take_error`, `peer_addr`), and
-    /// fails those past the connect timeout.
+    /// fails those past the connect timeout, and handshakes that did not
+    /// pass within a connect timeout (a server that takes connections but
+    /// does not answer).
     fn progress_connects(&mut self) {
         for i in 0..self.conns.len() {
+            let conn = &self.conns[i];
+            if conn.state == ConnState::Up
+                && conn.handshake_left > 0
+                && StdInstant::now() >= conn.handshake_since + self.config.connect_timeout
+            {
+                log::warn!("redlock: {} did not answer its handshake in time", conn.url);
+                self.fail(i);
+                continue;
+            }
             let ConnState::Connecting { since } = self.conns[i].state else {
                 continue;
             };
@@ -1066,6 +1152,7 @@ impl<J: Job> State<J> {
                     let conn = &mut self.conns[i];
                     log::debug!("redlock: connected to {}", conn.url);
                     conn.state = ConnState::Up;
+                    conn.handshake_since = StdInstant::now();
                     if let Some(s) = conn.stream.as_ref() {
                         let _ = s.set_nodelay(true);
                     }
@@ -1212,7 +1299,10 @@ impl<J: Job> State<J> {
                     }
                     continue;
                 }
-                Expect::Handshake(step) => step,
+                Expect::Handshake(step) => {
+                    conn.handshake_left = conn.handshake_left.saturating_sub(1);
+                    step
+                }
             };
             // Fail closed: any error to the handshake, and the server is
             // not used until a later handshake passes.
@@ -1220,7 +1310,8 @@ impl<J: Job> State<J> {
                 Ok(Verdict::Ok) => None,
                 Ok(Verdict::Info(info)) => Some(info),
                 Err(why) => {
-                    let text = refusal_text(why, &reply);
+                    let password = conn.url.password.as_ref().map(|p| p.expose());
+                    let text = refusal_text(why, &reply, password);
                     log::warn!("redlock: not using {}: {text}", conn.url);
                     break Err(Some((why, text)));
                 }
@@ -1229,20 +1320,39 @@ impl<J: Job> State<J> {
                 if let Some(id) = info.run_id {
                     // One process behind two entries (another name, a proxy)
                     // must not vote twice.
-                    let others = before.iter().chain(after.iter());
-                    let twin = others
-                        .enumerate()
-                        .map(|(k, c)| (if k < i { k } else { k + 1 }, c))
-                        .find(|(_, c)| c.state == ConnState::Up && c.run_id.as_deref() == Some(id));
-                    if let Some((k, twin)) = twin {
+                    // Against every entry's last known run_id, whatever the
+                    // state of its connection (a restart changes it).
+                    let ids: Vec<&[u8]> = before
+                        .iter()
+                        .map(|c| c.run_id.as_deref().unwrap_or_default())
+                        .chain(core::iter::once(id))
+                        .chain(
+                            after
+                                .iter()
+                                .map(|c| c.run_id.as_deref().unwrap_or_default()),
+                        )
+                        .collect();
+                    let lists: Vec<&[&[u8]]> = ids
+                        .iter()
+                        .map(|id| {
+                            if id.is_empty() {
+                                &[][..]
+                            } else {
+                                core::slice::from_ref(id)
+                            }
+                        })
+                        .collect();
+                    let twin = handshake::twin_of(&lists, i).map(ServerId::index);
+                    if let Some(k) = twin {
+                        let twin = if k < i { &before[k] } else { &after[k - i - 1] };
                         let text = format!("the same server (run_id) as {}", twin.url.address());
                         break Err(Some((SetupError::SameServer(ServerId(k as u8)), text)));
                     }
                     conn.run_id = Some(id.to_vec());
                 }
                 if let Some(uptime) = info.uptime_secs {
-                    conn.incarnation = Some((StdInstant::now(), uptime));
                     let started = now.saturating_sub(redlock_core::Duration::from_secs(uptime));
+                    conn.incarnation = Some(started);
                     // The operations with requests behind it learn it first.
                     for e in &conn.expect {
                         let Expect::Op { slot, serial } = *e else {
@@ -1256,11 +1366,12 @@ impl<J: Job> State<J> {
                     }
                 }
             }
-            conn.handshake_left = conn.handshake_left.saturating_sub(1);
             if conn.handshake_left == 0 {
                 // Every step passed: the requests held behind it go out.
                 conn.failures = 0;
                 conn.refused = None;
+                conn.urgent_ok = true;
+                conn.releases_held = false;
                 let held = core::mem::take(&mut conn.held);
                 conn.out.extend_from_slice(&held);
                 conn.held = held;
@@ -1270,31 +1381,51 @@ impl<J: Job> State<J> {
         let used = used_total.min(conn.filled);
         conn.inbuf.copy_within(used..conn.filled, 0);
         conn.filled -= used;
+        if result.is_ok() {
+            // (On an error the connection is failed next, which resets it.)
+            conn.check_invariants();
+        }
         result
     }
 }
 
 /// What a report says of a refused handshake: the core's reason, and the
 /// server's own error text (printable ASCII, cut to [`MAX_ERROR_TEXT`]).
-fn refusal_text(why: SetupError, reply: &Reply<'_>) -> String {
-    match reply.as_error() {
-        Some(e) => {
-            let text: String = e
-                .message()
-                .iter()
-                .take(MAX_ERROR_TEXT)
-                .map(|&b| {
-                    if (0x20..0x7f).contains(&b) {
-                        b as char
-                    } else {
-                        '?'
-                    }
-                })
-                .collect();
-            format!("{why}: {text}")
-        }
-        None => why.to_string(),
+/// Never the password: a server may quote the arguments of a command it
+/// refuses (`ERR unknown command 'AUTH', with args beginning with: ...`),
+/// so the text stops at its first quote, and the password's bytes are
+/// blanked wherever they appear.
+fn refusal_text(why: SetupError, reply: &Reply<'_>, password: Option<&[u8]>) -> String {
+    let Some(e) = reply.as_error() else {
+        return why.to_string();
+    };
+    let mut message = e.message().to_vec();
+    if let Some(quote) = message.iter().position(|&b| b == b'\'' || b == b'"') {
+        message.truncate(quote);
     }
+    if let Some(pw) = password.filter(|p| !p.is_empty()) {
+        let mut k = 0;
+        while k + pw.len() <= message.len() {
+            if message[k..].starts_with(pw) {
+                message.splice(k..k + pw.len(), *b"***");
+                k += 3;
+            } else {
+                k += 1;
+            }
+        }
+    }
+    let text: String = message
+        .iter()
+        .take(MAX_ERROR_TEXT)
+        .map(|&b| {
+            if (0x20..0x7f).contains(&b) {
+                b as char
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    format!("{why}: {}", text.trim_end())
 }
 
 /// Who a connection is, for the duplicate check: the addresses its name
@@ -1318,13 +1449,12 @@ fn same_server(conns: &[Conn]) -> Option<(usize, usize)> {
     handshake::same_server(&slices).map(|(a, b)| (a.index(), b.index()))
 }
 
-/// Another connection to the same server as connection `i`, if any.
+/// Another connection to the same server as connection `i`, if any (the
+/// core's rule).
 fn twin_of(conns: &[Conn], i: usize) -> Option<usize> {
-    let mine = identities(conns.get(i)?);
-    (0..conns.len()).filter(|&k| k != i).find(|&k| {
-        let theirs = identities(&conns[k]);
-        handshake::same_server(&[&mine[..], &theirs[..]]).is_some()
-    })
+    let ids: Vec<Vec<Identity<'_>>> = conns.iter().map(identities).collect();
+    let slices: Vec<&[Identity<'_>]> = ids.iter().map(Vec::as_slice).collect();
+    handshake::twin_of(&slices, i).map(ServerId::index)
 }
 
 /// Why a connect could not start.
@@ -1478,7 +1608,8 @@ mod tests {
             Ok(Some(Transmit {
                 server: ServerId(0),
                 len: PING.len(),
-                release: false,
+                // As the releases of a failed acquisition are.
+                release: self.fire_and_forget,
             }))
         }
         fn handle_reply(
@@ -2029,5 +2160,45 @@ mod tests {
             }
         );
         assert!(text.contains("NOPERM no scripts for you"), "{text}");
+    }
+
+    /// A server's error text never carries the password, even when the
+    /// server quotes the arguments it refused.
+    #[test]
+    fn refusal_texts_never_carry_the_password() {
+        let why = SetupError::Refused {
+            step: Step::Auth,
+            kind: redlock_core::redlock_resp::ErrorKind::Err,
+        };
+        let quoted = Reply::Error(redlock_core::redlock_resp::ServerError::new(
+            b"ERR unknown command 'AUTH', with args beginning with: 'user' 'hunter2' ",
+        ));
+        let text = refusal_text(why, &quoted, Some(b"hunter2"));
+        assert_eq!(text, "AUTH failed (ERR): ERR unknown command");
+        let bare = Reply::Error(redlock_core::redlock_resp::ServerError::new(
+            b"ERR bad password hunter2 here",
+        ));
+        let text = refusal_text(why, &bare, Some(b"hunter2"));
+        assert!(!text.contains("hunter2") && text.contains("***"), "{text}");
+    }
+
+    /// A server that takes the connection but never answers its handshake
+    /// is given up on after a connect timeout, and a call does not wait for
+    /// requests (other than releases) held behind it.
+    #[test]
+    fn a_handshake_that_never_answers_times_out() {
+        let (t, listener) = transport_with(ConnConfig {
+            connect_timeout: StdDuration::from_millis(300),
+            delivery_grace: StdDuration::from_secs(5),
+            ..config()
+        });
+        // Accepted by the kernel (backlog), never read.
+        let op = TestOp::ping(&t, 30_000);
+        let started = StdInstant::now();
+        assert_eq!(t.run(op), 1, "told when the handshake timed out");
+        let took = started.elapsed();
+        assert!(took >= StdDuration::from_millis(300), "{took:?}");
+        assert!(took < StdDuration::from_secs(5), "{took:?}");
+        drop(listener);
     }
 }

@@ -2201,4 +2201,24 @@ mod tests {
         assert!(took < StdDuration::from_secs(5), "{took:?}");
         drop(listener);
     }
+
+    /// `Debug` of the transport never shows the password, even while the
+    /// `AUTH` of a connect waits to be written.
+    #[test]
+    fn debug_never_shows_the_auth_bytes() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url: ServerUrl = format!("redis://u:sekret@{}", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        let t = Transport::<TestOp>::new(&[url], config()).unwrap();
+        let mut st = t.lock();
+        assert!(st.ensure_connecting(0, false));
+        assert!(st.conns[0].out.windows(6).any(|w| w == b"sekret"));
+        let shown = format!("{:?} {:?}", *st, st.conns[0]);
+        assert!(!shown.contains("sekret"), "{shown}");
+        // As bytes, too.
+        let as_bytes = format!("{:?}", b"sekret".to_vec());
+        let inner = as_bytes.trim_matches(|c| c == '[' || c == ']');
+        assert!(!shown.contains(inner), "{shown}");
+    }
 }

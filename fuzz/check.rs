@@ -1,5 +1,5 @@
 // The invariant of the `parse_reply` fuzz target. Shared, by `#[path]`, with
-// the stable test that replays the saved corpus (resp/tests/fuzz_corpus.rs).
+// the stable test that replays the saved corpus (tests/tests/fuzz_corpus.rs).
 //
 // The first input byte picks the limits (default, or tiny ones that make
 // every limit reachable); the rest is what a server sent.

@@ -1,6 +1,7 @@
-//! Replays the saved fuzz corpus (`fuzz/corpus/parse_reply`) through the
+//! Replays the saved fuzz corpus of `redlock-resp` (`fuzz/corpus/parse_reply`) through the
 //! fuzz target's own invariant, on stable, so CI checks what the fuzzer found
-//! without fuzzing.
+//! without fuzzing. It lives here, not in `resp/`, because the corpus is not
+//! part of the published `redlock-resp` package.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 

@@ -185,14 +185,14 @@ pub fn describe(o: ServerOutcome) -> String {
         ServerOutcome::Ok => "ok".into(),
         ServerOutcome::Held => "held by another token".into(),
         ServerOutcome::NotHeld => "not held by us".into(),
-        ServerOutcome::TimedOut => "timed out".into(),
+        ServerOutcome::TimedOut => "no answer within the request timeout".into(),
         ServerOutcome::ServerError(k) => format!("error {k}"),
         ServerOutcome::ConnectionError => "connection failed".into(),
         ServerOutcome::UnexpectedReply => "unexpected reply".into(),
         ServerOutcome::Restarted => "restarted recently (vote not counted)".into(),
         ServerOutcome::RestartUnknown => "restart time unknown (vote not counted)".into(),
         ServerOutcome::Setup(why) => format!("not used: {why}"),
-        ServerOutcome::Pending => "no answer needed".into(),
+        ServerOutcome::Pending => "not asked (a majority had already decided)".into(),
         _ => format!("{o:?}"),
     }
 }

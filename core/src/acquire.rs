@@ -328,8 +328,21 @@ impl<R: AsRef<[u8]>> Acquire<R> {
             && self.attempts <= self.config.retry.retries
             && self.deadline.is_none_or(|d| retry_at <= d);
         if may_retry {
+            rl_log!(
+                info,
+                "attempt {} failed ({}); retry in {} ms",
+                self.attempts,
+                kind,
+                retry_at.saturating_duration_since(now).as_millis()
+            );
             self.phase = Phase::Backoff(retry_at);
         } else {
+            rl_log!(
+                info,
+                "lock not acquired after {} attempt(s): {}",
+                self.attempts,
+                kind
+            );
             self.phase = Phase::Done;
             // The last attempt's releases are awaited where our key may be,
             // so that one lost to a broken connection is sent again (the
@@ -404,6 +417,19 @@ impl<R: AsRef<[u8]>> Operation for Acquire<R> {
     ) -> Result<(), Unsolicited> {
         if let Disposition::Current(reply) = self.engine.handle_reply(server, reply)? {
             let (outcome, value) = self.classify_reply(server, &reply, now);
+            match outcome {
+                ServerOutcome::Restarted => rl_log!(
+                    info,
+                    "server {}: vote not counted (restarted less than the restart guard ago)",
+                    server.0
+                ),
+                ServerOutcome::RestartUnknown => rl_log!(
+                    info,
+                    "server {}: vote not counted (restart time unknown)",
+                    server.0
+                ),
+                _ => {}
+            }
             self.engine.settle(server, outcome, value);
             self.decide(now);
         }

@@ -4,6 +4,8 @@
 // Input comes from the network: no index or arithmetic that can panic.
 #![warn(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
 
+#[macro_use]
+mod logging;
 mod acquire;
 mod config;
 mod extend;

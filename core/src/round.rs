@@ -267,6 +267,12 @@ impl Engine {
             if slot.in_flight.len() >= room {
                 // The server has not answered several requests: give up on it
                 // for this round rather than pile more on.
+                rl_log!(
+                    info,
+                    "giving up on server {} for this round: {} requests unanswered",
+                    i,
+                    slot.in_flight.len()
+                );
                 slot.send = false;
                 if slot.outcome == ServerOutcome::Pending {
                     slot.outcome = ServerOutcome::TimedOut;
@@ -302,11 +308,17 @@ impl Engine {
             .ok_or(Unsolicited)?;
         let id = slot.in_flight.pop_front().ok_or(Unsolicited)?;
         if id != round || slot.outcome != ServerOutcome::Pending {
+            rl_log!(trace, "server {}: a late reply, ignored", server.0);
             return Ok(Disposition::Ignored);
         }
         if let Reply::Error(e) = reply {
             if e.kind() == ErrorKind::NoScript && request.script().is_some() && !slot.eval {
                 // Scripts: EVALSHA first, EVAL on NOSCRIPT.
+                rl_log!(
+                    debug,
+                    "server {}: NOSCRIPT fallback, sending the script with EVAL",
+                    server.0
+                );
                 slot.eval = true;
                 slot.send = true;
                 return Ok(Disposition::Ignored);
@@ -343,6 +355,9 @@ impl Engine {
     /// The server cannot be used (`why`): its requests in flight are lost,
     /// and its pending outcome becomes `why`.
     pub(crate) fn server_unusable(&mut self, server: ServerId, why: ServerOutcome) {
+        if let ServerOutcome::Setup(e) = why {
+            rl_log!(info, "server {} not used: {}", server.0, e);
+        }
         if let Some(slot) = self.slots_mut().get_mut(server.index()) {
             slot.in_flight.clear();
             slot.send = false;
@@ -356,8 +371,15 @@ impl Engine {
     /// no deadline running: it is never dropped unsent (a release skipped
     /// that way would leave the key until it expires).
     pub(crate) fn handle_timeout(&mut self, now: Instant) {
-        for slot in self.slots_mut() {
+        let timeout_ms = self.timeout.as_millis();
+        for (i, slot) in self.slots_mut().iter_mut().enumerate() {
             if slot.outcome == ServerOutcome::Pending && !slot.send && now >= slot.deadline {
+                rl_log!(
+                    info,
+                    "giving up on server {}: no answer within {} ms",
+                    i,
+                    timeout_ms
+                );
                 slot.outcome = ServerOutcome::TimedOut;
                 slot.send = false;
             }

@@ -4,6 +4,7 @@
 extern crate alloc;
 
 mod call;
+mod inspect;
 mod transport;
 pub mod url;
 mod watchdog;
@@ -16,11 +17,12 @@ use std::time::Instant as StdInstant;
 use redlock_core::redlock_resp::Limits;
 use redlock_core::{Acquire, Extend, FenceRepair, Inspect, Release, Servers};
 pub use redlock_core::{
-    Config, Drift, FailureKind, FenceRepaired, Holding, Inspection, Released, Report, Retry,
-    ServerId, ServerOutcome, SetupError,
+    Config, Drift, FailureKind, FenceRepaired, Released, Report, Retry, ServerId, ServerOutcome,
+    SetupError,
 };
 
 use crate::call::Call;
+pub use crate::inspect::{Holding, Inspection};
 use crate::transport::{ConnConfig, Transport};
 pub use crate::url::{Secret, ServerUrl, UrlError};
 pub use crate::watchdog::{AutoLock, LockGuard, Lost, OnLost};
@@ -540,12 +542,16 @@ impl Client {
     }
 
     /// Acquires `resource` for `ttl`, retrying as configured.
-    pub fn lock(&self, resource: &[u8], ttl: Duration) -> Result<Lock, Error> {
+    pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
+        let resource = resource.as_ref();
+
         self.acquire(resource, ttl, self.shared.config, None)
     }
 
     /// One attempt, no retries.
-    pub fn try_lock(&self, resource: &[u8], ttl: Duration) -> Result<Lock, Error> {
+    pub fn try_lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
+        let resource = resource.as_ref();
+
         let config = Config {
             retry: Retry::NONE,
             ..self.shared.config
@@ -556,10 +562,11 @@ impl Client {
     /// Retries with jitter until `deadline` (no retry starts after it).
     pub fn lock_until(
         &self,
-        resource: &[u8],
+        resource: impl AsRef<[u8]>,
         ttl: Duration,
         deadline: StdInstant,
     ) -> Result<Lock, Error> {
+        let resource = resource.as_ref();
         let config = Config {
             retry: Retry {
                 retries: u32::MAX,
@@ -650,7 +657,14 @@ impl Client {
 
     /// Releases `resource` held with `token` (a lock taken by another
     /// process). Errors as [`unlock`](Client::unlock).
-    pub fn unlock_token(&self, resource: &[u8], token: &[u8]) -> Result<Released, Error> {
+    pub fn unlock_token(
+        &self,
+        resource: impl AsRef<[u8]>,
+        token: impl AsRef<[u8]>,
+    ) -> Result<Released, Error> {
+        let resource = resource.as_ref();
+        let token = token.as_ref();
+
         let transport = &self.shared.transport;
         let servers = &self.shared.servers;
         let timeout = self
@@ -711,7 +725,13 @@ impl Client {
     ///
     /// # Errors
     /// [`Error::Unavailable`] when fewer than a majority confirmed.
-    pub fn fence_repair(&self, resource: &[u8], at_least: u64) -> Result<FenceRepaired, Error> {
+    pub fn fence_repair(
+        &self,
+        resource: impl AsRef<[u8]>,
+        at_least: u64,
+    ) -> Result<FenceRepaired, Error> {
+        let resource = resource.as_ref();
+
         let transport = &self.shared.transport;
         let timeout = self
             .shared
@@ -730,7 +750,9 @@ impl Client {
     }
 
     /// Per server: who holds `resource`, and for how long.
-    pub fn inspect(&self, resource: &[u8]) -> Result<Inspection, Error> {
+    pub fn inspect(&self, resource: impl AsRef<[u8]>) -> Result<Inspection, Error> {
+        let resource = resource.as_ref();
+
         let transport = &self.shared.transport;
         let servers = &self.shared.servers;
         let timeout = self
@@ -738,7 +760,7 @@ impl Client {
             .config
             .request_timeout_for(core_duration(self.shared.ttl));
         let op = Inspect::new(servers, Resource::new(resource), timeout);
-        Ok(transport.inspect(op))
+        Ok(Inspection::from_core(&transport.inspect(op)))
     }
 
     /// The per-request timeout for operations with `ttl`.

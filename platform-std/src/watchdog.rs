@@ -276,12 +276,24 @@ fn run(client: Client, watch: Arc<Watch>, ttl: Duration) {
 
 impl Client {
     /// Acquires `resource` and returns a guard that releases it when dropped.
-    pub fn lock_guard(&self, resource: &[u8], ttl: Duration) -> Result<LockGuard, Error> {
+    pub fn lock_guard(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<LockGuard, Error> {
+        let resource = resource.as_ref();
+
         Ok(LockGuard::new(self.clone(), self.lock(resource, ttl)?))
     }
 
     /// Acquires `resource` and keeps it alive with a watchdog (SPEC F2).
-    pub fn lock_auto_extend(&self, resource: &[u8], ttl: Duration) -> Result<AutoLock, Error> {
+    pub fn lock_auto_extend(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<AutoLock, Error> {
+        let resource = resource.as_ref();
+
         self.start_watch(resource, ttl, None)
     }
 
@@ -289,10 +301,11 @@ impl Client {
     /// watchdog thread) as soon as the lock is lost.
     pub fn lock_auto_extend_with(
         &self,
-        resource: &[u8],
+        resource: impl AsRef<[u8]>,
         ttl: Duration,
         on_lost: impl Fn(&Lost) + Send + Sync + 'static,
     ) -> Result<AutoLock, Error> {
+        let resource = resource.as_ref();
         self.start_watch(resource, ttl, Some(Box::new(on_lost)))
     }
 

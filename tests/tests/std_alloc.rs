@@ -84,14 +84,14 @@ fn lock_and_unlock_allocate_nothing_once_connected() {
                 scope.spawn(move || {
                     let name = [b'r', b'0' + t];
                     for _ in 0..50 {
-                        client.unlock(&client.lock(&name, ttl).unwrap()).unwrap();
+                        client.unlock(&client.lock(name, ttl).unwrap()).unwrap();
                     }
                     ready.fetch_add(1, Ordering::SeqCst);
                     while !go.load(Ordering::SeqCst) {
                         std::thread::sleep(Duration::from_millis(1));
                     }
                     for _ in 0..250 {
-                        client.unlock(&client.lock(&name, ttl).unwrap()).unwrap();
+                        client.unlock(&client.lock(name, ttl).unwrap()).unwrap();
                     }
                 })
             })

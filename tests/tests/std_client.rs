@@ -345,3 +345,34 @@ fn an_unlock_that_a_majority_did_not_confirm_is_an_error() {
         assert_eq!(holder(server, b"unconfirmed"), Value::Nil);
     }
 }
+
+/// Resource names of every usual type; what comes back speaks std types
+/// (issue 10, item 8).
+#[test]
+fn resource_names_of_every_usual_type_and_std_types_back() {
+    let s = servers(3);
+    let c = client(&s);
+    let locks = [
+        c.lock("str-name", Duration::from_secs(5)).unwrap(),
+        c.lock(String::from("string-name"), Duration::from_secs(5))
+            .unwrap(),
+        c.lock(b"bytes-name".to_vec(), Duration::from_secs(5))
+            .unwrap(),
+        c.lock(&b"slice-name"[..], Duration::from_secs(5)).unwrap(),
+    ];
+    let inspection = c.inspect("str-name").unwrap();
+    for h in inspection.entries() {
+        let ttl: Option<Duration> = h.ttl();
+        assert!(ttl.is_some_and(|t| t > Duration::from_secs(3)), "{ttl:?}");
+        assert_eq!(h.holder_str(), Some(locks[0].token()));
+    }
+    assert_eq!(
+        inspection.majority_holder(),
+        Some(locks[0].token().as_bytes())
+    );
+    let released = c.unlock_token("string-name", locks[1].token()).unwrap();
+    assert_eq!(released.deleted(), 3);
+    for lock in &locks {
+        c.unlock(lock).unwrap();
+    }
+}

@@ -1,0 +1,68 @@
+//! F3 inspection in std types: who holds a resource on each server.
+
+use core::time::Duration;
+
+use redlock_core::ServerOutcome;
+
+/// What one server holds for a resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holding {
+    /// `Ok` when the server answered; otherwise why it did not.
+    pub outcome: ServerOutcome,
+    /// The value of the key (the holder's token), cut to
+    /// [`HOLDER_CAPACITY`](redlock_core::HOLDER_CAPACITY) bytes; `None`
+    /// when the key is absent.
+    pub holder: Option<Vec<u8>>,
+    /// The full length of the value (more than `holder` holds if cut).
+    pub holder_len: usize,
+    /// `PTTL`: remaining milliseconds, -1 for no expiry, -2 when absent.
+    pub pttl_ms: i64,
+}
+
+impl Holding {
+    /// The remaining time to live, when the key exists and expires.
+    pub fn ttl(&self) -> Option<Duration> {
+        u64::try_from(self.pttl_ms).ok().map(Duration::from_millis)
+    }
+
+    /// The holder's token as text, when it is UTF-8 (ours always are).
+    pub fn holder_str(&self) -> Option<&str> {
+        core::str::from_utf8(self.holder.as_deref()?).ok()
+    }
+}
+
+/// Per-server holdings of a resource, in server order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inspection {
+    entries: Vec<Holding>,
+    majority: Option<usize>,
+}
+
+impl Inspection {
+    pub(crate) fn from_core(inspection: &redlock_core::Inspection) -> Inspection {
+        let entries: Vec<Holding> = inspection
+            .entries()
+            .iter()
+            .map(|h| Holding {
+                outcome: h.outcome,
+                holder: h.holder.as_deref().map(<[u8]>::to_vec),
+                holder_len: h.holder_len,
+                pttl_ms: h.pttl_ms,
+            })
+            .collect();
+        let majority = inspection
+            .majority_holder()
+            .and_then(|m| entries.iter().position(|e| e.holder.as_deref() == Some(m)));
+        Inspection { entries, majority }
+    }
+
+    /// Holdings in server order.
+    pub fn entries(&self) -> &[Holding] {
+        &self.entries
+    }
+
+    /// The token held by a majority of the servers, if any.
+    pub fn majority_holder(&self) -> Option<&[u8]> {
+        self.entries.get(self.majority?)?.holder.as_deref()
+    }
+}

@@ -89,7 +89,10 @@ impl fmt::Display for Outcomes {
 }
 
 /// Why a call failed. Never contains a password.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// `Debug` prints the same sentence as `Display`, so that `main` returning
+/// `Result<(), Error>` shows something a person can read.
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
     /// The lock is held by someone else (after the retries).
@@ -176,6 +179,12 @@ impl fmt::Display for Error {
             Error::Io(s) => return write!(f, "I/O error: {s}"),
         };
         write!(f, "{what} ({outcomes})")
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 

@@ -376,3 +376,29 @@ fn resource_names_of_every_usual_type_and_std_types_back() {
         c.unlock(lock).unwrap();
     }
 }
+
+/// What `main` returning `Result<(), Error>` prints is the error's
+/// sentence, naming servers by address, not a dump of internal types
+/// (issue 10, item 7).
+#[test]
+fn an_error_reads_as_a_sentence_in_debug_too() {
+    let dead: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", redlock_tests::free_port().unwrap()))
+        .collect();
+    let c = Client::builder()
+        .servers(&dead)
+        .retry(0, Duration::ZERO)
+        .build()
+        .unwrap();
+    let err = c.lock("orders", Duration::from_secs(10)).unwrap_err();
+    let debug = format!("{err:?}");
+    assert_eq!(debug, err.to_string());
+    assert!(debug.starts_with("too few servers answered ("), "{debug}");
+    assert!(
+        debug.contains(&format!("{}: connection failed", dead[0])),
+        "{debug}"
+    );
+    for internal in ["Report", "ServerOutcome", "Outcomes", "Pending", "{"] {
+        assert!(!debug.contains(internal), "{internal} in {debug}");
+    }
+}

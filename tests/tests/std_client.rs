@@ -394,10 +394,10 @@ fn an_error_reads_as_a_sentence_in_debug_too() {
     let debug = format!("{err:?}");
     assert_eq!(debug, err.to_string());
     assert!(debug.starts_with("too few servers answered ("), "{debug}");
-    assert!(
-        debug.contains(&format!("{}: connection failed", dead[0])),
-        "{debug}"
-    );
+    assert!(debug.contains("connection failed"), "{debug}");
+    for address in &dead {
+        assert!(debug.contains(&format!("{address}: ")), "{debug}");
+    }
     for internal in ["Report", "ServerOutcome", "Outcomes", "Pending", "{"] {
         assert!(!debug.contains(internal), "{internal} in {debug}");
     }

@@ -535,6 +535,24 @@ struct Shared {
 
 impl Client {
     /// A builder with the defaults.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_std::Client;
+    ///
+    /// let client = Client::builder()
+    ///     .servers(["127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7002"])
+    /// #   .servers(Vec::<String>::new());
+    /// # let _servers = redlock_tests::doc::Servers::start(3);
+    /// # let client = Client::builder()
+    /// #   .servers(_servers.urls())
+    ///     .ttl(Duration::from_secs(30))
+    ///     .fencing(true)
+    ///     .build()?;
+    /// let lock = client.lock("orders", client.ttl())?;
+    /// assert_eq!(lock.fence(), Some(1));
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn builder() -> Builder {
         Builder {
             servers: Vec::new(),
@@ -546,11 +564,27 @@ impl Client {
     }
 
     /// The default ttl.
+    ///
+    /// ```
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// let lock = client.lock("orders", client.ttl())?;
+    /// assert!(lock.remaining() <= client.ttl());
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn ttl(&self) -> Duration {
         self.shared.ttl
     }
 
     /// Acquires `resource` for `ttl`, retrying as configured.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// let lock = client.lock("orders", Duration::from_secs(10))?;
+    /// // ... work, finishing before lock.remaining() runs out ...
+    /// client.unlock(&lock)?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
         let resource = resource.as_ref();
 
@@ -558,6 +592,19 @@ impl Client {
     }
 
     /// One attempt, no retries.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_std::Error;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// let held = client.try_lock("orders", Duration::from_secs(10))?;
+    /// match client.try_lock("orders", Duration::from_secs(10)) {
+    ///     Err(Error::Conflict(_)) => println!("busy, try later"),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// client.unlock(&held)?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn try_lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
         let resource = resource.as_ref();
 
@@ -569,6 +616,15 @@ impl Client {
     }
 
     /// Retries with jitter until `deadline` (no retry starts after it).
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// let deadline = Instant::now() + Duration::from_secs(5);
+    /// let lock = client.lock_until("nightly-report", Duration::from_secs(60), deadline)?;
+    /// client.unlock(&lock)?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn lock_until(
         &self,
         resource: impl AsRef<[u8]>,
@@ -652,6 +708,17 @@ impl Client {
     /// [`Error::Unavailable`] when fewer than a majority of the servers
     /// answered: the key may then stay on the others until its ttl runs out,
     /// and nobody else can take the lock before. The report tells which.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// let lock = client.lock("orders", Duration::from_secs(10))?;
+    /// let released = client.unlock(&lock)?;
+    /// assert_eq!(released.deleted(), 3);
+    /// // Releasing again is harmless: nothing of ours is left.
+    /// assert_eq!(client.unlock(&lock)?.deleted(), 0);
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn unlock(&self, lock: &Lock) -> Result<Released, Error> {
         let transport = &self.shared.transport;
         let servers = &self.shared.servers;
@@ -666,6 +733,16 @@ impl Client {
 
     /// Releases `resource` held with `token` (a lock taken by another
     /// process). Errors as [`unlock`](Client::unlock).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// // A token printed by another process (`redlock acquire`, say).
+    /// let token = client.lock("deploy", Duration::from_secs(60))?.token().to_string();
+    /// let released = client.unlock_token("deploy", &token)?;
+    /// assert_eq!(released.deleted(), 3);
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn unlock_token(
         &self,
         resource: impl AsRef<[u8]>,
@@ -702,6 +779,17 @@ impl Client {
     }
 
     /// Extends `lock` to a fresh `ttl`. On failure the lock keeps its old validity.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// let mut lock = client.lock("orders", Duration::from_secs(10))?;
+    /// client.extend(&mut lock, Duration::from_secs(30))?;
+    /// assert!(lock.remaining() > Duration::from_secs(10));
+    /// assert_eq!(lock.extensions(), 1);
+    /// client.unlock(&lock)?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<(), Error> {
         let transport = &self.shared.transport;
         let servers = &self.shared.servers;
@@ -734,6 +822,14 @@ impl Client {
     ///
     /// # Errors
     /// [`Error::Unavailable`] when fewer than a majority confirmed.
+    ///
+    /// ```
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// // After servers lost the counter, the resource says it accepted fence 41.
+    /// let repaired = client.fence_repair("db-migrate", 41)?;
+    /// assert!(repaired.counter >= 41);
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn fence_repair(
         &self,
         resource: impl AsRef<[u8]>,
@@ -759,6 +855,18 @@ impl Client {
     }
 
     /// Per server: who holds `resource`, and for how long.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// let lock = client.lock("orders", Duration::from_secs(10))?;
+    /// let inspection = client.inspect("orders")?;
+    /// assert_eq!(inspection.majority_holder(), Some(lock.token().as_bytes()));
+    /// for holding in inspection.entries() {
+    ///     println!("{:?} for {:?}", holding.holder_str(), holding.ttl());
+    /// }
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn inspect(&self, resource: impl AsRef<[u8]>) -> Result<Inspection, Error> {
         let resource = resource.as_ref();
 
@@ -773,6 +881,14 @@ impl Client {
     }
 
     /// The per-request timeout for operations with `ttl`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// // 1% of the ttl, from 5 ms to 500 ms, unless set with the builder.
+    /// assert_eq!(client.request_timeout(Duration::from_secs(30)), Duration::from_millis(300));
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn request_timeout(&self, ttl: Duration) -> Duration {
         Duration::from_micros(
             self.shared
@@ -790,6 +906,15 @@ impl Client {
     }
 
     /// The servers, as given (passwords hidden when displayed).
+    ///
+    /// ```
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// for url in client.server_urls() {
+    ///     println!("{url}"); // passwords show as ***
+    /// }
+    /// assert_eq!(client.server_urls().len(), 3);
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn server_urls(&self) -> Vec<ServerUrl> {
         let transport = &self.shared.transport;
         (0..transport.len())

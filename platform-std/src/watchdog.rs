@@ -28,6 +28,15 @@ impl LockGuard {
     }
 
     /// Releases now and returns what each server did.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// let guard = client.lock_guard("orders", Duration::from_secs(10))?;
+    /// let released = guard.release()?; // errors are seen, unlike a drop
+    /// assert_eq!(released.deleted(), 3);
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn release(mut self) -> Result<Released, Error> {
         match self.lock.take() {
             Some(lock) => self.client.unlock(&lock),
@@ -36,6 +45,15 @@ impl LockGuard {
     }
 
     /// Gives the lock back without releasing it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// let guard = client.lock_guard("orders", Duration::from_secs(10))?;
+    /// let lock = guard.into_lock().expect("not released yet"); // no longer released on drop
+    /// client.unlock(&lock)?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn into_lock(mut self) -> Option<Lock> {
         self.lock.take()
     }
@@ -140,11 +158,31 @@ pub struct AutoLock {
 
 impl AutoLock {
     /// True once the lock is lost.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// let auto = client.lock_auto_extend("orders", Duration::from_secs(2))?;
+    /// assert!(!auto.is_lost());
+    /// auto.release()?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn is_lost(&self) -> bool {
         self.lost().is_some()
     }
 
     /// Why the lock was lost, if it was.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// let auto = client.lock_auto_extend("orders", Duration::from_secs(2))?;
+    /// if let Some(why) = auto.lost() {
+    ///     eprintln!("lost: {why}");
+    /// }
+    /// auto.release()?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn lost(&self) -> Option<Lost> {
         self.watch
             .lost
@@ -155,6 +193,16 @@ impl AutoLock {
 
     /// Blocks until the lock is lost or `timeout` passes; returns why it was
     /// lost, or `None` on timeout.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// let auto = client.lock_auto_extend("orders", Duration::from_secs(2))?;
+    /// // Sleeps like a timer, but wakes at once if the lock is lost.
+    /// assert!(auto.wait_lost(Duration::from_millis(50)).is_none());
+    /// auto.release()?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn wait_lost(&self, timeout: Duration) -> Option<Lost> {
         let guard = self
             .watch
@@ -170,11 +218,30 @@ impl AutoLock {
     }
 
     /// The lock as last extended.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// let auto = client.lock_auto_extend("orders", Duration::from_secs(2))?;
+    /// let now = auto.lock(); // a copy, with the latest validity
+    /// println!("valid for {:?}, token {}", now.remaining(), now.token());
+    /// auto.release()?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn lock(&self) -> Lock {
         self.watch.lock()
     }
 
     /// Stops the watchdog and releases the lock.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// let auto = client.lock_auto_extend("orders", Duration::from_secs(2))?;
+    /// let released = auto.release()?;
+    /// assert_eq!(released.deleted(), 3);
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn release(mut self) -> Result<Released, Error> {
         self.stop();
         let lock = self.watch.lock();
@@ -276,6 +343,17 @@ fn run(client: Client, watch: Arc<Watch>, ttl: Duration) {
 
 impl Client {
     /// Acquires `resource` and returns a guard that releases it when dropped.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// {
+    ///     let guard = client.lock_guard("orders", Duration::from_secs(10))?;
+    ///     println!("token {}", guard.token()); // a guard derefs to the Lock
+    /// } // released here
+    /// assert!(client.try_lock("orders", Duration::from_secs(10)).is_ok());
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn lock_guard(
         &self,
         resource: impl AsRef<[u8]>,
@@ -287,6 +365,16 @@ impl Client {
     }
 
     /// Acquires `resource` and keeps it alive with a watchdog (SPEC F2).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// let auto = client.lock_auto_extend("orders", Duration::from_secs(2))?;
+    /// // ... long work, checking now and then ...
+    /// if auto.is_lost() { /* stop touching the resource */ }
+    /// auto.release()?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn lock_auto_extend(
         &self,
         resource: impl AsRef<[u8]>,
@@ -299,6 +387,16 @@ impl Client {
 
     /// Like [`Client::lock_auto_extend`], calling `on_lost` (from the
     /// watchdog thread) as soon as the lock is lost.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// let auto = client.lock_auto_extend_with("orders", Duration::from_secs(2), |why| {
+    ///     eprintln!("lost the lock: {why}");
+    /// })?;
+    /// auto.release()?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn lock_auto_extend_with(
         &self,
         resource: impl AsRef<[u8]>,
@@ -312,6 +410,16 @@ impl Client {
     /// Keeps `lock`, acquired earlier with `ttl` (by [`Client::lock_until`],
     /// say), alive with a watchdog (SPEC F2), calling `on_lost` (from the
     /// watchdog thread) as soon as it is lost.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// let ttl = Duration::from_secs(2);
+    /// let lock = client.lock_until("orders", ttl, Instant::now() + Duration::from_secs(5))?;
+    /// let auto = client.auto_extend(lock, ttl, None)?;
+    /// auto.release()?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
     pub fn auto_extend(
         &self,
         lock: Lock,

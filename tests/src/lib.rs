@@ -386,3 +386,39 @@ pub fn fake_answer(command: &[u8], fake_id: u16) -> Vec<u8> {
         b"+OK\r\n".to_vec()
     }
 }
+
+/// Real servers for the documentation examples of `redlock-std`, which run
+/// as doc tests against them.
+pub mod doc {
+    use super::RedisServer;
+
+    /// Servers kept running while this lives.
+    #[derive(Debug)]
+    pub struct Servers(Vec<RedisServer>);
+
+    impl Servers {
+        /// Starts `n` servers.
+        pub fn start(n: usize) -> Servers {
+            Servers(
+                (0..n)
+                    .map(|_| RedisServer::start().expect("redis-server starts"))
+                    .collect(),
+            )
+        }
+
+        /// Their addresses, `127.0.0.1:port`.
+        pub fn urls(&self) -> Vec<String> {
+            self.0.iter().map(|s| s.addr().to_string()).collect()
+        }
+    }
+
+    /// Three servers and a client over them with the default settings.
+    pub fn client() -> (redlock_std::Client, Servers) {
+        let servers = Servers::start(3);
+        let client = redlock_std::Client::builder()
+            .servers(servers.urls())
+            .build()
+            .expect("a client");
+        (client, servers)
+    }
+}

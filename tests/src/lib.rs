@@ -397,7 +397,9 @@ pub mod doc {
     pub struct Servers(Vec<RedisServer>);
 
     impl Servers {
-        /// Starts `n` servers.
+        /// Starts `n` servers (panics if one does not start: an example's
+        /// setup fails loudly).
+        #[allow(clippy::expect_used)]
         pub fn start(n: usize) -> Servers {
             Servers(
                 (0..n)
@@ -413,6 +415,7 @@ pub mod doc {
     }
 
     /// Three servers and a client over them with the default settings.
+    #[allow(clippy::expect_used)]
     pub fn client() -> (redlock_std::Client, Servers) {
         let servers = Servers::start(3);
         let client = redlock_std::Client::builder()

@@ -352,12 +352,12 @@ fn an_unlock_that_a_majority_did_not_confirm_is_an_error() {
 fn resource_names_of_every_usual_type_and_std_types_back() {
     let s = servers(3);
     let c = client(&s);
+    let owned: Vec<u8> = b"bytes-name".into();
     let locks = [
         c.lock("str-name", Duration::from_secs(5)).unwrap(),
         c.lock(String::from("string-name"), Duration::from_secs(5))
             .unwrap(),
-        c.lock(b"bytes-name".to_vec(), Duration::from_secs(5))
-            .unwrap(),
+        c.lock(owned, Duration::from_secs(5)).unwrap(),
         c.lock(&b"slice-name"[..], Duration::from_secs(5)).unwrap(),
     ];
     let inspection = c.inspect("str-name").unwrap();

@@ -74,7 +74,7 @@ impl GroupGuard {
 
     /// Makes `command`, to be spawned with `process_group(0)` by this
     /// thread (which must live as long as the command: see
-    /// [`sys::in_child`]), tell the guard its group before it execs, and
+    /// `sys::in_child`), tell the guard its group before it execs, and
     /// die with redlock.
     pub(crate) fn protect(&self, command: &mut Command) {
         sys::before_exec(command, self.pipe.as_raw_fd(), GROUP);

@@ -219,7 +219,7 @@ impl<R: AsRef<[u8]>> Acquire<R> {
             };
             let pending = e.pending();
             let hopeless = pending == 0 || voted.saturating_add(pending) < quorum;
-            // Every server answered and a majority voted, yet too few
+            // C6: every server answered and a majority voted, yet too few
             // counters are known: the counters were lost, not the servers,
             // and waiting does not bring them back.
             fence_lost =

@@ -176,7 +176,7 @@ pub enum Verdict<'a> {
     Info(ServerInfo<'a>),
 }
 
-/// Judges the reply to one handshake step (fail closed): any error reply is
+/// C1: judges the reply to one handshake step (fail closed): any error reply is
 /// a [`SetupError`], except to `INFO` while the restart guard is off (then
 /// nothing needs it).
 pub fn judge<'a>(step: Step, reply: &Reply<'a>, plan: Plan) -> Result<Verdict<'a>, SetupError> {
@@ -203,7 +203,7 @@ pub fn judge<'a>(step: Step, reply: &Reply<'a>, plan: Plan) -> Result<Verdict<'a
     }
 }
 
-/// The first pair of entries that are the same server, given each entry's
+/// C3: the first pair of entries that are the same server, given each entry's
 /// identities (its resolved addresses with port, or its `run_id`): two
 /// entries sharing any identity are one server, whatever their database or
 /// credentials. One server with several databases is not several masters:

@@ -180,7 +180,7 @@ impl Servers {
         }
     }
 
-    /// Whether a vote of `server` at `now` counts under the restart guard:
+    /// C2: whether a vote of `server` at `now` counts under the restart guard:
     /// `Ok` when it does, `Restarted` when the server began its incarnation
     /// less than `guard` before `now`, `RestartUnknown` when the guard is
     /// on and that time is not known (fail closed: the vote does not count).

@@ -335,7 +335,7 @@ impl Engine {
         }
     }
 
-    /// The connection to `server` failed. A release (A5, A7) whose
+    /// C5: the connection to `server` failed. A release (A5, A7) whose
     /// connection failed is sent once more (the platform reconnects for
     /// it): the key may have been set just before the connection broke,
     /// and would otherwise stay until its ttl. Releasing twice is harmless.

@@ -807,7 +807,7 @@ impl<J: Job> State<J> {
                 continue;
             }
             let conn = &mut self.conns[i];
-            // Fail closed: nothing but the handshake is written before the
+            // C1, fail closed: nothing but the handshake is written before the
             // core judged every handshake reply good.
             let queue = if conn.handshake_left > 0 {
                 conn.releases_held |= t.release;
@@ -1389,7 +1389,7 @@ impl<J: Job> State<J> {
     }
 }
 
-/// What a report says of a refused handshake: the core's reason, and the
+/// C4: what a report says of a refused handshake: the core's reason, and the
 /// server's own error text (printable ASCII, cut to [`MAX_ERROR_TEXT`]).
 /// Never the password: a server may quote the arguments of a command it
 /// refuses (`ERR unknown command 'AUTH', with args beginning with: ...`),

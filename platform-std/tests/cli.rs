@@ -836,7 +836,7 @@ fn client_flags_are_checked_and_take_effect() {
             "--retries",
         ),
         (
-            vec!["acquire", "--retry-delay", "1.5s", "r"],
+            vec!["acquire", "--retry-delay", "1,5s", "r"],
             "--retry-delay",
         ),
         (
@@ -971,7 +971,11 @@ fn client_flags_are_checked_and_take_effect() {
     ]));
     let took = started.elapsed();
     assert_eq!(code(&out), 69, "stderr: {}", stderr(&out));
-    assert!(stderr(&out).contains("no answer within the request timeout"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no answer within the request timeout"),
+        "{}",
+        stderr(&out)
+    );
     assert!(took >= Duration::from_millis(1400), "waited only {took:?}");
 }
 
@@ -1233,4 +1237,235 @@ fn duplicate_servers_exit_64_and_refusals_show_the_servers_words() {
         stderr(&out)
     );
     assert_eq!(get(&servers[0], "res"), Value::Nil);
+}
+
+fn reset_stats(servers: &[RedisServer]) {
+    for s in servers {
+        s.conn()
+            .unwrap()
+            .request(&[b"CONFIG", b"RESETSTAT"])
+            .unwrap();
+    }
+}
+
+fn pttl(s: &RedisServer, key: &str) -> i64 {
+    match s
+        .conn()
+        .unwrap()
+        .request(&[b"PTTL", key.as_bytes()])
+        .unwrap()
+    {
+        Value::Integer(ms) => ms,
+        other => panic!("PTTL: {other:?}"),
+    }
+}
+
+/// Issue 10, item 1: a bare number is seconds (`--ttl 10` is ten seconds),
+/// as for sleep(1), timeout(1) and flock -w; units and fractions work.
+#[test]
+fn bare_numbers_in_durations_are_seconds() {
+    let (servers, list) = servers(3);
+    for (ttl, key, lo, hi) in [
+        ("10", "bare", 9_000, 10_000),
+        ("0.5", "fraction", 300, 500),
+        ("1.5s", "fraction-unit", 1_300, 1_500),
+        ("250ms", "unit", 150, 250),
+    ] {
+        let out = run(redlock().args(["acquire", "--servers", &list, "--ttl", ttl, key]));
+        assert_eq!(code(&out), 0, "--ttl {ttl}: {}", stderr(&out));
+        let validity: i64 = stdout(&out)
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            (lo..=hi).contains(&validity),
+            "--ttl {ttl}: validity {validity} ms"
+        );
+        if ttl == "10" {
+            let left = pttl(&servers[0], key);
+            assert!(left > 8_000, "--ttl 10 set a PTTL of {left} ms");
+        }
+    }
+    // --wait 1 is one second of waiting for a held lock.
+    let started = Instant::now();
+    let out = run(redlock().args(["acquire", "--servers", &list, "--wait", "1", "bare"]));
+    let took = started.elapsed();
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(10),
+        "--wait 1 waited {took:?}"
+    );
+    // The help says so, everywhere durations are read.
+    let top = stdout(&run(redlock().arg("--help")));
+    assert!(top.contains("a bare number is seconds"), "{top}");
+    assert!(!top.contains("milliseconds"), "{top}");
+    for sub in ["lock", "acquire"] {
+        let help = stdout(&run(redlock().args([sub, "--help"])));
+        assert!(help.contains("a bare number is seconds"), "{sub}: {help}");
+    }
+    // A bad duration says what a good one looks like.
+    let out = run(redlock().args(["acquire", "--servers", &list, "--ttl", "1,5", "x"]));
+    assert_eq!(code(&out), 64);
+    assert!(stderr(&out).contains("seconds"), "{}", stderr(&out));
+}
+
+/// Issue 10, item 2: flock(1)'s -w, -n and -E, and a wait without bound.
+#[test]
+fn flock_habits_wait_nonblock_and_conflict_exit_code() {
+    let (servers, list) = servers(3);
+    let dir = scratch("flock");
+    let out = run(redlock().args(["acquire", "--servers", &list, "--ttl", "60", "busy"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let token = stdout(&out).split_whitespace().next().unwrap().to_string();
+
+    // -n: one attempt (one SET per server at most), then 75 at once.
+    reset_stats(&servers);
+    let started = Instant::now();
+    let out = run(redlock().args(["lock", "--servers", &list, "-n", "busy", "--", "true"]));
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let sets: u64 = servers.iter().map(|s| calls(s, "set")).sum();
+    assert!((2..=3).contains(&sets), "-n made {sets} SETs on 3 servers");
+    // -E: the status for "held by someone else", with -n, -w, and long.
+    for (args, status) in [
+        (vec!["lock", "-n", "-E", "1", "busy", "--", "true"], 1),
+        (vec!["lock", "-nE", "9", "busy", "--", "true"], 9),
+        (vec!["acquire", "-w", "0.3", "-E", "3", "busy"], 3),
+        (
+            vec!["acquire", "--nonblock", "--conflict-exit-code=0", "busy"],
+            0,
+        ),
+        (vec!["acquire", "-n", "busy"], 75),
+    ] {
+        let out = run(redlock()
+            .arg(args[0])
+            .args(["--servers", &list])
+            .args(&args[1..]));
+        assert_eq!(code(&out), status, "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("held by another"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert!(stdout(&out).is_empty(), "{args:?}");
+    }
+    // -n with -w (or --retries) is a usage error, as are bad values.
+    for args in [
+        vec!["lock", "-n", "-w", "5", "busy", "--", "true"],
+        vec!["acquire", "--nonblock", "--wait", "5", "busy"],
+        vec!["acquire", "-n", "--retries", "2", "busy"],
+        vec!["acquire", "-E", "256", "busy"],
+        vec!["acquire", "-w", "later", "busy"],
+        vec!["acquire", "-x", "busy"],
+    ] {
+        let out = run(redlock()
+            .arg(args[0])
+            .args(["--servers", &list])
+            .args(&args[1..]));
+        assert_eq!(code(&out), 64, "{args:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out).trim().lines().count(), 1, "{args:?}");
+    }
+
+    // --wait forever: waits past any deadline until the holder lets go.
+    let marker = dir.join("ran");
+    let waiter = Running::new(start(
+        redlock()
+            .args([
+                "lock",
+                "--servers",
+                &list,
+                "--wait",
+                "forever",
+                "busy",
+                "--",
+            ])
+            .args(["sh", "-c", &format!("touch {}", marker.display())]),
+    ));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!marker.exists(), "ran while the lock was held elsewhere");
+    let out = run(redlock().args(["unlock", "--servers", &list, "busy", &token]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = waiter.finish();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(marker.exists());
+
+    // -w inf stays interruptible: SIGTERM ends the wait at once.
+    let out = run(redlock().args(["acquire", "--servers", &list, "busy"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let waiter = Running::new(start(redlock().args([
+        "lock",
+        "--servers",
+        &list,
+        "-w",
+        "inf",
+        "busy",
+        "--",
+        "true",
+    ])));
+    std::thread::sleep(Duration::from_millis(500));
+    let sent = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &waiter.pid().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = waiter.finish();
+    assert_eq!(code(&out), 143, "{}", stderr(&out));
+    assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
+    assert!(sent.elapsed() < Duration::from_secs(5));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The `--options` named in `text`.
+fn long_options(text: &str) -> Vec<String> {
+    let mut options: Vec<String> = text
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .filter_map(|w| w.strip_prefix("--"))
+        .filter(|name| name.len() > 1 && !name.starts_with('-'))
+        .map(|name| format!("--{}", name.trim_end_matches('-')))
+        .collect();
+    options.sort();
+    options.dedup();
+    options
+}
+
+/// Issue 10, item 2: the top-level usage names every option of every
+/// subcommand (bench --ttl and demo --workers were missing), and the
+/// short options of flock(1).
+#[test]
+fn the_top_level_usage_names_every_option() {
+    let top = stdout(&run(redlock().arg("--help")));
+    for sub in [
+        "lock",
+        "acquire",
+        "unlock",
+        "inspect",
+        "fence-repair",
+        "bench",
+        "demo",
+    ] {
+        let help = stdout(&run(redlock().args([sub, "--help"])));
+        let options = long_options(&help);
+        assert!(!options.is_empty(), "{sub}: {help}");
+        for option in options {
+            assert!(top.contains(&option), "--help lacks {sub}'s {option}");
+        }
+    }
+    for short in ["-w", "-n", "-E", "-v", "-h"] {
+        assert!(top.contains(short), "--help lacks {short}");
+    }
+    let usage = top
+        .lines()
+        .find(|l| l.trim_start().starts_with("redlock bench"))
+        .unwrap();
+    assert!(usage.contains("--ttl"), "{usage}");
+    let usage = top
+        .lines()
+        .find(|l| l.trim_start().starts_with("redlock demo"))
+        .unwrap();
+    assert!(usage.contains("--workers"), "{usage}");
 }

@@ -25,6 +25,8 @@ pub(crate) struct Args {
     pub(crate) positionals: Vec<String>,
     pub(crate) command: Vec<String>,
     pub(crate) help: bool,
+    /// How many times `-v` (or `--verbose`) was given.
+    pub(crate) verbose: u8,
 }
 
 /// Which options take a value, and which are flags.
@@ -35,6 +37,9 @@ pub(crate) struct Spec {
     /// Its own options that take a value.
     pub(crate) with_value: &'static [&'static str],
     pub(crate) flags: &'static [&'static str],
+    /// Short forms (`-w` for `--wait`), of options with a value or flags.
+    /// `-h` (help) and `-v` (verbose) are understood everywhere.
+    pub(crate) short: &'static [(char, &'static str)],
     /// Everything after `--` (or after the positionals are complete) is a command.
     pub(crate) command_after: Option<usize>,
 }
@@ -62,7 +67,9 @@ impl Args {
                     Some((n, v)) => (n, Some(v.to_string())),
                     None => (long, None),
                 };
-                if spec.flags.contains(&name) {
+                if name == "verbose" && inline.is_none() {
+                    args.verbose = args.verbose.saturating_add(1);
+                } else if spec.flags.contains(&name) {
                     if inline.is_some() {
                         return Err(usage(format!("--{name} takes no value")));
                     }
@@ -87,8 +94,41 @@ impl Args {
                 }
                 continue;
             }
-            if arg.len() > 1 && arg.starts_with('-') {
-                return Err(usage(format!("unknown option {}", shown(arg))));
+            if let Some(letters) = arg.strip_prefix('-').filter(|l| !l.is_empty()) {
+                // `-n`, `-w 5`, `-w5`, `-E 1`, and flags together: `-nvv`.
+                for (at, letter) in letters.char_indices() {
+                    match letter {
+                        'h' => args.help = true,
+                        'v' => args.verbose = args.verbose.saturating_add(1),
+                        _ => {
+                            let Some(&(_, name)) = spec.short.iter().find(|(c, _)| *c == letter)
+                            else {
+                                return Err(usage(if letters.chars().count() == 1 {
+                                    format!("unknown option -{letter}")
+                                } else {
+                                    format!("unknown option -{letter} in {}", shown(arg))
+                                }));
+                            };
+                            if spec.flags.contains(&name) {
+                                args.options.push((name.to_string(), None));
+                                continue;
+                            }
+                            let rest = letters.get(at + letter.len_utf8()..).unwrap_or("");
+                            let value = if rest.is_empty() {
+                                let v = raw.get(i).ok_or_else(|| {
+                                    usage(format!("-{letter} (--{name}) needs a value"))
+                                })?;
+                                i += 1;
+                                v.clone()
+                            } else {
+                                rest.to_string()
+                            };
+                            args.options.push((name.to_string(), Some(value)));
+                            break;
+                        }
+                    }
+                }
+                continue;
             }
             args.positionals.push(arg.clone());
             let rest = raw.get(i..).unwrap_or_default();
@@ -286,7 +326,7 @@ pub(crate) fn acquire_options_help(retries: bool) -> String {
     let mut help = String::new();
     if retries {
         help.push_str(&format!(
-            "  --retries N             attempts after a failed one, without --wait
+            "  --retries N             attempts after a failed one, without -w or -n
                           (default {})
   --retry-delay D         after a failed attempt, wait as long as it took plus
                           a random part of at most D (default {})
@@ -304,37 +344,158 @@ pub(crate) fn acquire_options_help(retries: bool) -> String {
     help
 }
 
-/// `250ms`, `10s`, `2m`, `1h`, or a bare number of milliseconds.
+/// `250ms`, `10s`, `2m`, `1h`, or a bare number of seconds (as `sleep(1)`,
+/// `timeout(1)` and `flock -w` take them); a decimal fraction is fine
+/// (`0.5`, `1.5s`, `2.5m`), down to the microsecond.
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (digits, unit) = s.split_at(split);
-    if digits.is_empty() {
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if (whole.is_empty() && fraction.is_empty()) || fraction.contains('.') {
         return Err(format!(
-            "{} is not a duration (try 250ms, 10s, 2m)",
+            "{} is not a duration (try 10 for ten seconds, 0.5, 250ms, 2m)",
             shown(s)
         ));
     }
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{} is too large", shown(s)))?;
-    let ms_per_unit: u64 = match unit {
-        "" | "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
+    let micros_per_unit: u128 = match unit {
+        "" | "s" => 1_000_000,
+        "ms" => 1_000,
+        "m" => 60_000_000,
+        "h" => 3_600_000_000,
         _ => {
             return Err(format!(
-                "{}: unknown unit {} (use ms, s, m or h)",
+                "{}: unknown unit {} (a bare number is seconds; or use ms, s, m or h)",
                 shown(s),
                 shown(unit)
             ));
         }
     };
-    n.checked_mul(ms_per_unit)
-        .map(Duration::from_millis)
-        .ok_or_else(|| format!("{} is too large", shown(s)))
+    let too_large = || format!("{} is too large", shown(s));
+    // Digits past the twelfth of a fraction are below a microsecond of any unit.
+    let fraction = fraction.get(..fraction.len().min(12)).unwrap_or("");
+    let whole: u128 = if whole.is_empty() {
+        0
+    } else if whole.len() > 20 {
+        return Err(too_large());
+    } else {
+        whole.parse().map_err(|_| too_large())?
+    };
+    let fraction_micros = if fraction.is_empty() {
+        0
+    } else {
+        let digits = u32::try_from(fraction.len()).map_err(|_| too_large())?;
+        let value: u128 = fraction.parse().map_err(|_| too_large())?;
+        value * micros_per_unit / 10u128.pow(digits)
+    };
+    whole
+        .checked_mul(micros_per_unit)
+        .and_then(|w| w.checked_add(fraction_micros))
+        .and_then(|m| u64::try_from(m).ok())
+        .map(Duration::from_micros)
+        .ok_or_else(too_large)
 }
+
+/// Words for a wait without bound: `--wait forever`.
+pub(crate) const FOREVER: [&str; 3] = ["forever", "inf", "infinity"];
+
+/// A `--wait` value: a duration, or one of [`FOREVER`] (`Duration::MAX`,
+/// which no deadline reaches).
+pub(crate) fn parse_wait(s: &str) -> Result<Duration, String> {
+    if FOREVER.contains(&s.trim().to_ascii_lowercase().as_str()) {
+        Ok(Duration::MAX)
+    } else {
+        parse_duration(s).map_err(|e| format!("{e}; or `forever` to wait without bound"))
+    }
+}
+
+/// How an acquiring subcommand (`lock`, `acquire`) waits for a lock that is
+/// held: `-n`, `-w`, or neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Neither: one call with the client's retries (`--retries`).
+    Retries,
+    /// `-n/--nonblock`: one attempt, no retries.
+    Nonblock,
+    /// `-w/--wait D`: retry with jitter until D has passed;
+    /// `Duration::MAX` (`--wait forever`) never passes.
+    For(Duration),
+}
+
+/// The options of `lock` and `acquire` that say how to wait, and what to
+/// exit with when the lock is held by someone else.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Acquiring {
+    pub(crate) wait: Wait,
+    /// `-E/--conflict-exit-code N` (default 75).
+    pub(crate) conflict_code: u8,
+}
+
+/// The short letters of the options [`Acquiring`] reads (`--wait`,
+/// `--nonblock`, `--conflict-exit-code`), as `flock(1)` has them.
+pub(crate) const ACQUIRING_SHORT: &[(char, &str)] = &[
+    ('w', "wait"),
+    ('n', "nonblock"),
+    ('E', "conflict-exit-code"),
+];
+
+impl Acquiring {
+    /// The options given in `args`; a usage error for a bad value or for
+    /// `-n` with `-w` (or with `--retries`).
+    pub(crate) fn from_args(args: &Args) -> Result<Acquiring, Usage> {
+        let wait = args
+            .value("wait")
+            .map(|v| parse_wait(v).map_err(|e| usage(format!("--wait: {e}"))))
+            .transpose()?;
+        let wait = match (args.flag("nonblock"), wait) {
+            (true, Some(_)) => {
+                return Err(usage(
+                    "-n/--nonblock (one attempt) and -w/--wait (retry until D has passed) \
+                     exclude each other",
+                ));
+            }
+            (true, None) if args.value("retries").is_some() => {
+                return Err(usage(
+                    "-n/--nonblock makes one attempt: leave out --retries",
+                ));
+            }
+            (true, None) => Wait::Nonblock,
+            (false, Some(d)) => Wait::For(d),
+            (false, None) => Wait::Retries,
+        };
+        Ok(Acquiring {
+            wait,
+            conflict_code: conflict_code(args)?,
+        })
+    }
+}
+
+/// `-E/--conflict-exit-code N`: 0 to 255, default 75.
+pub(crate) fn conflict_code(args: &Args) -> Result<u8, Usage> {
+    match args.value("conflict-exit-code") {
+        None => Ok(crate::EX_TEMPFAIL),
+        Some(v) => v.trim().parse::<u8>().map_err(|_| {
+            usage(format!(
+                "--conflict-exit-code: {} is not a number from 0 to 255",
+                shown(v)
+            ))
+        }),
+    }
+}
+
+/// The help for the options [`Acquiring`] reads.
+pub(crate) const ACQUIRING_HELP: &str =
+    "  -w, --wait D            retry with jitter until D has passed (`forever`, `inf`:
+                          without bound; a signal still stops it) (default:
+                          one call with the normal retries)
+  -n, --nonblock          one attempt, no retries: fail at once when the lock
+                          is held (not with -w or --retries)
+  -E, --conflict-exit-code N
+                          the exit status when the lock is held by someone
+                          else (default 75)
+";
 
 /// `d` as `--ttl` would take it: `250ms`, `10s`, `1500ms`.
 pub(crate) fn show_duration(d: Duration) -> String {
@@ -389,10 +550,40 @@ mod tests {
         assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
-        assert_eq!(parse_duration("1500").unwrap(), Duration::from_millis(1500));
-        for bad in ["", "ms", "10x", "-5s", "1.5s", "99999999999999999999"] {
+        // Bare numbers are seconds, as for sleep(1) and flock -w.
+        assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("0.5").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration(".25").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("2.5m").unwrap(), Duration::from_secs(150));
+        assert_eq!(
+            parse_duration("1.5ms").unwrap(),
+            Duration::from_micros(1500)
+        );
+        assert_eq!(
+            parse_duration("0.0000001").unwrap(),
+            Duration::ZERO,
+            "below a microsecond"
+        );
+        for bad in [
+            "",
+            ".",
+            "ms",
+            "10x",
+            "-5s",
+            "1.5.5s",
+            "1,5s",
+            "99999999999999999999999",
+            "99999999999999999999h",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
+        for forever in ["forever", "inf", "Infinity"] {
+            assert_eq!(parse_wait(forever).unwrap(), Duration::MAX);
+        }
+        assert_eq!(parse_wait("5").unwrap(), Duration::from_secs(5));
+        assert!(parse_wait("never").is_err());
     }
 
     #[test]
@@ -419,6 +610,7 @@ mod tests {
             client: RETRYING_OPTIONS,
             with_value: &["ttl"],
             flags: &[],
+            short: &[],
             command_after: None,
         };
         let parsed =
@@ -449,7 +641,7 @@ mod tests {
             &["--retries", "-1"],
             &["--retries", "many"],
             &["--retries", "4294967296"],
-            &["--retry-delay", "1.5s"],
+            &["--retry-delay", "1,5s"],
             &["--restart-guard", "0"],
         ] {
             assert!(parsed(bad).is_err(), "{bad:?}");
@@ -461,6 +653,7 @@ mod tests {
             client: SERVER_OPTIONS,
             with_value: &[],
             flags: &[],
+            short: &[],
             command_after: None,
         };
         assert!(Args::parse(&strings(&["--retries", "1"]), &unlock).is_err());
@@ -477,6 +670,7 @@ mod tests {
             client: SERVER_OPTIONS,
             with_value: &["ttl"],
             flags: &["fence"],
+            short: &[],
             command_after: Some(1),
         };
         let a = Args::parse(
@@ -501,5 +695,55 @@ mod tests {
         assert!(Args::parse(&strings(&["--nope"]), &spec).is_err());
         assert!(Args::parse(&strings(&["--ttl"]), &spec).is_err());
         assert!(Args::parse(&strings(&["--fence=1"]), &spec).is_err());
+    }
+
+    #[test]
+    fn short_options_as_flock_has_them() {
+        let spec = Spec {
+            client: RETRYING_OPTIONS,
+            with_value: &["ttl", "wait", "conflict-exit-code"],
+            flags: &["nonblock"],
+            short: ACQUIRING_SHORT,
+            command_after: Some(1),
+        };
+        let parse = |a: &[&str]| Args::parse(&strings(a), &spec);
+        let a = parse(&["-w", "5", "-E", "1", "res", "cmd"]).unwrap();
+        assert_eq!(a.value("wait"), Some("5"));
+        assert_eq!(a.value("conflict-exit-code"), Some("1"));
+        let how = Acquiring::from_args(&a).unwrap();
+        assert_eq!(how.wait, Wait::For(Duration::from_secs(5)));
+        assert_eq!(how.conflict_code, 1);
+        let a = parse(&["-w5", "-E0", "res", "cmd"]).unwrap();
+        assert_eq!(a.value("wait"), Some("5"));
+        assert_eq!(Acquiring::from_args(&a).unwrap().conflict_code, 0);
+        let a = parse(&["-nvv", "res", "cmd", "-n"]).unwrap();
+        assert!(a.flag("nonblock"));
+        assert_eq!(a.verbose, 2);
+        assert_eq!(a.command, ["cmd", "-n"]);
+        assert_eq!(Acquiring::from_args(&a).unwrap().wait, Wait::Nonblock);
+        let a = parse(&["--wait", "forever", "-v", "--verbose", "res", "cmd"]).unwrap();
+        assert_eq!(a.verbose, 2);
+        assert_eq!(
+            Acquiring::from_args(&a).unwrap().wait,
+            Wait::For(Duration::MAX)
+        );
+        let a = parse(&["res", "cmd"]).unwrap();
+        let how = Acquiring::from_args(&a).unwrap();
+        assert_eq!((how.wait, how.conflict_code), (Wait::Retries, 75));
+        for bad in [
+            &["-n", "-w", "5", "res", "cmd"][..],
+            &["-n", "--retries", "2", "res", "cmd"],
+            &["-E", "256", "res", "cmd"],
+            &["-E", "x", "res", "cmd"],
+            &["-w", "soon", "res", "cmd"],
+        ] {
+            let parsed = parse(bad).and_then(|a| Acquiring::from_args(&a).map(|_| ()));
+            assert!(parsed.is_err(), "{bad:?}");
+        }
+        for bad in [&["-x", "res", "cmd"][..], &["-w"], &["-nq", "res", "cmd"]] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+        let err = parse(&["-redis://:pw@h", "res", "cmd"]).unwrap_err();
+        assert!(!err.0.contains("pw"), "{err}");
     }
 }

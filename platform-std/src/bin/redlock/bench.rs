@@ -55,6 +55,7 @@ pub(crate) fn bench(raw: &[String]) -> Result<u8, Failure> {
         client: ONE_ATTEMPT_OPTIONS,
         with_value: &["clients", "duration", "resources", "ttl"],
         flags: &["json"],
+        short: &[],
         command_after: None,
     };
     let Some(args) = parse(raw, &spec, &help())? else {

@@ -204,6 +204,7 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
         client: ONE_ATTEMPT_OPTIONS,
         with_value: &["duration", "workers"],
         flags: &[],
+        short: &[],
         command_after: None,
     };
     let Some(args) = parse(raw, &spec, &help())? else {

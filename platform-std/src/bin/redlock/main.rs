@@ -38,8 +38,8 @@ use std::time::Instant;
 use redlock_std::{Builder, Client, Config, Error, Lock, Report, ServerUrl, describe};
 
 use crate::args::{
-    Args, ClientOptions, RETRYING_OPTIONS, SERVER_OPTIONS, Spec, Usage, acquire_options_help,
-    server_options_help, usage,
+    ACQUIRING_HELP, ACQUIRING_SHORT, Acquiring, Args, ClientOptions, RETRYING_OPTIONS,
+    SERVER_OPTIONS, Spec, Usage, Wait, acquire_options_help, server_options_help, usage,
 };
 
 /// Bad usage.
@@ -83,30 +83,45 @@ fn help() -> String {
 redlock: a distributed lock over N independent Redis masters (Redlock).
 
 Usage:
-  redlock lock [SERVER OPTIONS] [ACQUIRE OPTIONS] [--ttl D] [--wait D] [--fence] [--grace D] RESOURCE -- CMD [ARGS..]
-  redlock acquire [SERVER OPTIONS] [ACQUIRE OPTIONS] [--ttl D] [--wait D] [--fence] RESOURCE
-  redlock unlock [SERVER OPTIONS] RESOURCE TOKEN
+  redlock lock [SERVER OPTIONS] [ACQUIRE OPTIONS] [--ttl D] [-w D|forever | -n] [-E N] [--fence] [--grace D] RESOURCE -- CMD [ARGS..]
+  redlock acquire [SERVER OPTIONS] [ACQUIRE OPTIONS] [--ttl D] [-w D|forever | -n] [-E N] [--fence] RESOURCE
+  redlock unlock [SERVER OPTIONS] [-E N] RESOURCE TOKEN
   redlock inspect [SERVER OPTIONS] [--json] RESOURCE
   redlock fence-repair [SERVER OPTIONS] --at-least N RESOURCE
   redlock bench [SERVER OPTIONS] [--restart-guard D] [--clients N] [--duration D] [--resources same|distinct] [--ttl D] [--json]
   redlock demo [SERVER OPTIONS] [--restart-guard D] [--duration D] [--workers N]
+Every subcommand also takes -h/--help and -v/--verbose (also before the
+subcommand: redlock -vv lock ...).
 
 Server options (every subcommand):
 {}
 Acquire options (lock and acquire; bench and demo take --restart-guard only):
 {}
+Waiting (lock and acquire; unlock takes -E), as flock(1) has them:
+{}  --ttl D                 lock time to live (default 30s; bench: 10s)
+  --fence                 also take an F1 fencing token
+  --grace D               (lock) how long a command whose lock was lost has
+                          between SIGTERM and SIGKILL (default 5s)
+
+Logging (to stderr): -v shows the library's warnings and what it decides
+(retries, servers given up on), -vv also its debug records (connections);
+RUST_LOG (env_logger's syntax, e.g. RUST_LOG=redlock=debug) works too.
+Without either, nothing is logged.
+
 A password's `@`, `:`, `/`, `%` and bytes that are not UTF-8 are written as
 %-escapes in a URL (%40 for @, %FF for the byte 0xFF). Passwords are never
 printed.
-Durations: 250ms, 10s, 2m, 1h, or a bare number of milliseconds.
+Durations: a bare number is seconds (10, 0.5), as for sleep(1) and flock -w;
+or with a unit: 250ms, 10s, 2m, 1h (1.5s works too).
 
 Exit statuses: the command's own (lock); 64 bad usage; 65 fence counters
 lost (see fence-repair); 69 too few servers answered; 70 lock lost or
-internal error; 75 held by someone else.
+internal error; 75 (or -E N) held by someone else.
 
 Run `redlock SUBCOMMAND --help` for more.",
         server_options_help(),
         acquire_options_help(true),
+        ACQUIRING_HELP,
     )
 }
 
@@ -280,18 +295,20 @@ pub(crate) fn per_server(report: &Report, urls: &[ServerUrl]) -> String {
     out
 }
 
-/// Acquires `resource`: retrying until `wait` runs out, or, without it, one
-/// call with the normal retry policy. A long wait is cut into slices so that
-/// `interrupted` (a signal) is noticed within a quarter of a second.
+/// Acquires `resource` as `how` says: one attempt (`-n`), retrying until
+/// the wait runs out (`-w`), or one call with the normal retry policy. A long
+/// wait is cut into slices so that `interrupted` (a signal) is noticed
+/// within a quarter of a second; `--wait forever` is a wait no deadline
+/// reaches.
 pub(crate) fn acquire_lock(
     client: &Client,
     resource: &str,
     ttl: Duration,
-    wait: Option<Duration>,
+    how: &Acquiring,
     interrupted: &dyn Fn() -> bool,
 ) -> Result<Lock, Failure> {
-    let result = match wait {
-        Some(wait) => {
+    let result = match how.wait {
+        Wait::For(wait) => {
             // `None`: a wait too long for the clock, which is forever.
             let deadline = Instant::now().checked_add(wait);
             loop {
@@ -305,14 +322,19 @@ pub(crate) fn acquire_lock(
                 }
             }
         }
-        None => client.lock(resource.as_bytes(), ttl),
+        Wait::Nonblock => client.try_lock(resource.as_bytes(), ttl),
+        Wait::Retries => client.lock(resource.as_bytes(), ttl),
     };
     result.map_err(|e| {
-        failure(
+        let mut f = failure(
             &format!("cannot acquire {resource:?}"),
             &e,
             &client.server_urls(),
-        )
+        );
+        if matches!(e, Error::Conflict(_)) {
+            f.code = how.conflict_code;
+        }
+        f
     })
 }
 
@@ -334,25 +356,24 @@ pub(crate) fn printable(bytes: &[u8]) -> String {
 fn acquire_help() -> String {
     format!(
         "\
-redlock acquire [SERVER OPTIONS] [ACQUIRE OPTIONS] [--ttl D] [--wait D] [--fence] RESOURCE
+redlock acquire [SERVER OPTIONS] [ACQUIRE OPTIONS] [--ttl D] [-w D|forever | -n] [-E N] [--fence] RESOURCE
 
 Acquires RESOURCE and prints one line: TOKEN VALIDITY_MS [FENCE]. The lock is
 not released when redlock exits: release it with `redlock unlock RESOURCE
 TOKEN`, or let it expire after --ttl (default 30s).
 
-  --ttl D     lock time to live (default 30s)
-  --wait D    retry with jitter until D has passed (default: one call with
-              the normal retries)
-  --fence     also take an F1 fencing token (printed third)
+  --ttl D     lock time to live (default 30s; a bare number is seconds)
+{}  --fence     also take an F1 fencing token (printed third)
 
 Server options:
 {}
 Acquire options:
 {}
-  read -r token validity <<< \"$(redlock acquire jobs)\"
+  read -r token validity <<< \"$(redlock acquire -w 10 jobs)\"
 
-Exit statuses: 0 acquired; 75 held by someone else; 69 too few servers
-answered; 64 bad usage.",
+Exit statuses: 0 acquired; 75 (or -E N) held by someone else; 69 too few
+servers answered; 64 bad usage.",
+        ACQUIRING_HELP,
         server_options_help(),
         acquire_options_help(true)
     )
@@ -361,8 +382,9 @@ answered; 64 bad usage.",
 fn acquire(raw: &[String]) -> Result<u8, Failure> {
     let spec = Spec {
         client: RETRYING_OPTIONS,
-        with_value: &["ttl", "wait"],
-        flags: &["fence"],
+        with_value: &["ttl", "wait", "conflict-exit-code"],
+        flags: &["fence", "nonblock"],
+        short: ACQUIRING_SHORT,
         command_after: None,
     };
     let Some(args) = parse(raw, &spec, &acquire_help())? else {
@@ -371,12 +393,12 @@ fn acquire(raw: &[String]) -> Result<u8, Failure> {
     args.expect_positionals(&["RESOURCE"])?;
     let servers = servers(&args)?;
     let ttl = args.duration("ttl", Duration::from_secs(30))?;
-    let wait = args.duration_opt("wait")?;
+    let how = Acquiring::from_args(&args)?;
     let fence = args.flag("fence");
     let options = ClientOptions::from_args(&args)?;
     options.check_against_ttl(ttl)?;
     let client = client(&servers, &options, ttl, fence)?;
-    let lock = acquire_lock(&client, &args.positionals[0], ttl, wait, &|| false)?;
+    let lock = acquire_lock(&client, &args.positionals[0], ttl, &how, &|| false)?;
     let mut line = format!("{} {}", lock.token(), lock.remaining().as_millis());
     if let Some(f) = lock.fence() {
         let _ = write!(line, " {f}");
@@ -406,6 +428,7 @@ fn unlock(raw: &[String]) -> Result<u8, Failure> {
         client: SERVER_OPTIONS,
         with_value: &[],
         flags: &[],
+        short: &[],
         command_after: None,
     };
     let Some(args) = parse(raw, &spec, &unlock_help())? else {
@@ -457,6 +480,7 @@ fn fence_repair(raw: &[String]) -> Result<u8, Failure> {
         client: SERVER_OPTIONS,
         with_value: &["at-least"],
         flags: &[],
+        short: &[],
         command_after: None,
     };
     let Some(args) = parse(raw, &spec, &fence_repair_help())? else {
@@ -527,6 +551,7 @@ fn inspect(raw: &[String]) -> Result<u8, Failure> {
         client: SERVER_OPTIONS,
         with_value: &[],
         flags: &["json"],
+        short: &[],
         command_after: None,
     };
     let Some(args) = parse(raw, &spec, &inspect_help())? else {

@@ -9,7 +9,8 @@ use std::process::{Child, Command, ExitStatus};
 use std::time::Instant;
 
 use crate::args::{
-    ClientOptions, RETRYING_OPTIONS, Spec, acquire_options_help, server_options_help, show_duration,
+    ACQUIRING_HELP, ACQUIRING_SHORT, Acquiring, ClientOptions, RETRYING_OPTIONS, Spec,
+    acquire_options_help, server_options_help, show_duration,
 };
 use crate::guard::GroupGuard;
 use crate::{EX_SOFTWARE, Failure, acquire_lock, client, parse, servers};
@@ -19,7 +20,7 @@ extern crate alloc;
 fn help() -> String {
     format!(
         "\
-redlock lock [SERVER OPTIONS] [ACQUIRE OPTIONS] [--ttl D] [--wait D] [--fence] [--grace D] RESOURCE -- CMD [ARGS..]
+redlock lock [SERVER OPTIONS] [ACQUIRE OPTIONS] [--ttl D] [-w D|forever | -n] [-E N] [--fence] [--grace D] RESOURCE -- CMD [ARGS..]
 
 Acquires RESOURCE, runs CMD with the lock held and kept alive by a watchdog,
 releases the lock when CMD exits, and exits with CMD's status.
@@ -28,10 +29,8 @@ CMD's environment has REDLOCK_RESOURCE, REDLOCK_TOKEN and, with --fence,
 REDLOCK_FENCE (the fencing token: larger for every later holder).
 
   --ttl D     lock time to live; the watchdog extends it while CMD runs
-              (default 30s)
-  --wait D    retry with jitter until D has passed (default: one call with
-              the normal retries)
-  --fence     take an F1 fencing token
+              (default 30s; a bare number is seconds)
+{waiting}  --fence     take an F1 fencing token
   --grace D   if the lock is lost, CMD gets SIGTERM at once and SIGKILL
               after D (default 5s), or sooner: {margin} before the lock's
               validity (as this client computed it) ends, at once if that
@@ -49,10 +48,14 @@ is lost, the whole group gets SIGTERM and, at the end of the grace period
 whole group gets SIGKILL at once (a small `redlock` process outside the group
 watches for that): CMD never runs on without redlock watching its lock.
 
-Exit statuses: CMD's own (128+N if killed by signal N); 75 held by someone
-else; 69 too few servers answered; 70 the lock was lost while CMD ran, or an
+  redlock lock -w 2m nightly-report -- ./make-report.sh
+  redlock lock -n -E 0 cron-job -- ./job.sh   # skip quietly when it runs elsewhere
+
+Exit statuses: CMD's own (128+N if killed by signal N); 75 (or -E N) held by
+someone else; 69 too few servers answered; 70 the lock was lost while CMD ran, or an
 internal error; 64 bad usage; 127 CMD not found; 126 CMD could not be run.",
         margin = show_duration(KILL_MARGIN),
+        waiting = ACQUIRING_HELP,
         server = server_options_help(),
         acquire = acquire_options_help(true),
     )
@@ -122,8 +125,9 @@ fn status_code(status: ExitStatus) -> u8 {
 pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
     let spec = Spec {
         client: RETRYING_OPTIONS,
-        with_value: &["ttl", "wait", "grace"],
-        flags: &["fence"],
+        with_value: &["ttl", "wait", "grace", "conflict-exit-code"],
+        flags: &["fence", "nonblock"],
+        short: ACQUIRING_SHORT,
         command_after: Some(1),
     };
     let Some(args) = parse(raw, &spec, &help())? else {
@@ -137,7 +141,7 @@ pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
     }
     let servers = servers(&args)?;
     let ttl = args.duration("ttl", Duration::from_secs(30))?;
-    let wait = args.duration_opt("wait")?;
+    let how = Acquiring::from_args(&args)?;
     let grace = args.duration("grace", Duration::from_secs(5))?;
     let fence = args.flag("fence");
     let resource = &args.positionals[0];
@@ -146,7 +150,7 @@ pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
     let client = client(&servers, &options, ttl, fence)?;
     let signals = Signals::register()?;
 
-    let lock = match acquire_lock(&client, resource, ttl, wait, &|| signals.pending()) {
+    let lock = match acquire_lock(&client, resource, ttl, &how, &|| signals.pending()) {
         Ok(lock) => lock,
         Err(failure) => {
             return Err(match signals.take().next() {

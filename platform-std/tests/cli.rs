@@ -466,9 +466,10 @@ fn acquire_inspect_unlock_for_shell_scripts() {
     let out = run(redlock().args(["inspect", "--servers", &list, "script-lock"]));
     assert!(stdout(&out).contains(&format!("held by a majority: {token}")));
 
-    // A wrong token releases nothing; the right one releases everywhere.
+    // A wrong token releases nothing (and says the lock is held by
+    // another); the right one releases everywhere.
     let out = run(redlock().args(["unlock", "--servers", &list, "script-lock", &"0".repeat(40)]));
-    assert_eq!(code(&out), 0);
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
     assert_eq!(
         get(&servers[0], "script-lock"),
         Value::Bulk(token.clone().into_bytes())
@@ -1031,7 +1032,9 @@ fn no_output_shows_a_password() {
         &run(redlock().args(["inspect", "--servers", &list, "res"])),
         0,
     );
-    assert!(all.contains("redis://:***@127.0.0.1:"), "{all}");
+    // Servers by address: no password, not even masked.
+    assert!(all.contains(&servers[0].addr().to_string()), "{all}");
+    assert!(!all.contains("***"), "{all}");
     check(
         "inspect --json",
         &run(redlock().args(["inspect", "--servers", &list, "--json", "res"])),
@@ -1468,4 +1471,142 @@ fn the_top_level_usage_names_every_option() {
         .find(|l| l.trim_start().starts_with("redlock demo"))
         .unwrap();
     assert!(usage.contains("--workers"), "{usage}");
+}
+
+/// Issue 10, item 3: `unlock` says which case it is: released (0), nothing
+/// held with that token (0), or held by another token on a majority (75,
+/// or -E N).
+#[test]
+fn unlock_says_which_case_it_is_and_exits_accordingly() {
+    let (servers, list) = servers(3);
+    let acquire = |resource: &str, ttl: &str| {
+        let out = run(redlock().args(["acquire", "--servers", &list, "--ttl", ttl, resource]));
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        stdout(&out).split_whitespace().next().unwrap().to_string()
+    };
+    let unlock = |resource: &str, token: &str, extra: &[&str]| {
+        run(redlock()
+            .args(["unlock", "--servers", &list])
+            .args(extra)
+            .args([resource, token]))
+    };
+    let token = acquire("held", "20");
+    let stranger = "f".repeat(40);
+
+    // Held by another token: 75, naming the holder and its time left.
+    let out = unlock("held", &stranger, &[]);
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("held by another token"), "{err}");
+    assert!(err.contains(&token) && err.contains("s left"), "{err}");
+    assert!(stdout(&out).is_empty());
+    let out = unlock("held", &stranger, &["-E", "3"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let out = unlock("held", &stranger, &["--conflict-exit-code", "0"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    for s in &servers {
+        assert_eq!(get(s, "held"), Value::Bulk(token.clone().into_bytes()));
+    }
+
+    // Released: 0.
+    let out = unlock("held", &token, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("released"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("deleted on 3 of 3"),
+        "{}",
+        stdout(&out)
+    );
+
+    // Released already, or expired: 0, saying nothing was held.
+    let out = unlock("held", &token, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("nothing was held"),
+        "{}",
+        stdout(&out)
+    );
+    let short = acquire("short", "0.2");
+    std::thread::sleep(Duration::from_millis(400));
+    let out = unlock("short", &short, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("nothing was held"),
+        "{}",
+        stdout(&out)
+    );
+
+    // Another token on a minority only: not held by anyone, 0.
+    servers[0]
+        .conn()
+        .unwrap()
+        .request(&[b"SET", b"minority", stranger.as_bytes(), b"PX", b"20000"])
+        .unwrap();
+    let out = unlock("minority", &token, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("nothing was held"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        get(&servers[0], "minority"),
+        Value::Bulk(stranger.into_bytes())
+    );
+}
+
+/// Issue 10, item 4: messages name servers by address, in words; a second
+/// run on a resource still held (by an earlier run, say) is told who holds
+/// it and for how long.
+#[test]
+fn messages_name_servers_by_address_and_the_holder_of_a_held_lock() {
+    let (servers, list) = servers(3);
+    let out = run(redlock().args(["acquire", "--servers", &list, "--ttl", "30", "job"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let token = stdout(&out).split_whitespace().next().unwrap().to_string();
+    for args in [
+        vec!["lock", "--servers", &list, "job", "--", "true"],
+        vec!["acquire", "--servers", &list, "-n", "job"],
+    ] {
+        let out = run(redlock().args(&args));
+        assert_eq!(code(&out), 75, "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("held by another holder"), "{err}");
+        assert!(err.contains("earlier run of redlock"), "{err}");
+        assert!(err.contains(&format!("token {token}")), "{err}");
+        assert!(err.contains("s left"), "{err}");
+        // Each server by address; a majority said "held by another token"
+        // (the last may not have been asked: the others had decided).
+        for s in &servers {
+            assert!(err.contains(&format!("{}: ", s.addr())), "{err}");
+        }
+        assert!(err.matches(": held by another token").count() >= 2, "{err}");
+        assert!(!err.contains("server 0"), "{err}");
+    }
+    // inspect names each server by address, also one that does not answer,
+    // with what happened in words.
+    let dead = format!("127.0.0.1:{}", free_port().unwrap());
+    let with_dead = format!("{list},{dead}");
+    let out = run(redlock().args(["inspect", "--servers", &with_dead, "job"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    for s in &servers {
+        assert!(text.contains(&s.addr().to_string()), "{text}");
+    }
+    let dead_line = text.lines().find(|l| l.starts_with(&dead)).unwrap();
+    assert!(dead_line.contains("connection failed"), "{text}");
+    assert!(
+        !text.contains("server 0") && !text.contains("server 3"),
+        "{text}"
+    );
+    let json = stdout(&run(redlock().args([
+        "inspect",
+        "--servers",
+        &with_dead,
+        "--json",
+        "job",
+    ])));
+    assert!(json.contains(&format!("\"server\": \"{dead}\"")), "{json}");
 }

@@ -254,7 +254,7 @@ pub(crate) fn servers(args: &Args) -> Result<Vec<String>, Failure> {
 /// refused the handshake).
 pub(crate) fn failure(what: &str, e: &Error, urls: &[ServerUrl]) -> Failure {
     let (code, why) = match e {
-        Error::Conflict(_) => (EX_TEMPFAIL, "held by another client"),
+        Error::Conflict(_) => (EX_TEMPFAIL, "held by another holder"),
         Error::Unavailable(_) => (EX_UNAVAILABLE, "too few servers answered"),
         Error::Expired(_) => (
             EX_UNAVAILABLE,
@@ -283,14 +283,11 @@ pub(crate) fn per_server(report: &Report, urls: &[ServerUrl]) -> String {
         if i > 0 {
             out.push_str(", ");
         }
-        match urls.get(server.index()) {
-            Some(url) => {
-                let _ = write!(out, "{url}: {}", describe(outcome));
-            }
-            None => {
-                let _ = write!(out, "server {}: {}", server.index(), describe(outcome));
-            }
-        }
+        let address = urls.get(server.index()).map_or_else(
+            || format!("the server at position {} of the list", server.index() + 1),
+            ServerUrl::address,
+        );
+        let _ = write!(out, "{address}: {}", describe(outcome));
     }
     out
 }
@@ -325,17 +322,35 @@ pub(crate) fn acquire_lock(
         Wait::Nonblock => client.try_lock(resource.as_bytes(), ttl),
         Wait::Retries => client.lock(resource.as_bytes(), ttl),
     };
-    result.map_err(|e| {
-        let mut f = failure(
+    result.map_err(|e| match &e {
+        Error::Conflict(outcomes) => {
+            // Often an earlier run of this command (by the same user) that
+            // still holds it: say who holds it, and for how long.
+            let holder =
+                other_holder(client, resource, &[]).map_or_else(String::new, |h| format!(": {h}"));
+            Failure::new(
+                how.conflict_code,
+                format!(
+                    "cannot acquire {resource:?}: held by another holder (another process, or \
+                     an earlier run of redlock that still holds it){holder} ({outcomes})"
+                ),
+            )
+        }
+        _ => failure(
             &format!("cannot acquire {resource:?}"),
             &e,
             &client.server_urls(),
-        );
-        if matches!(e, Error::Conflict(_)) {
-            f.code = how.conflict_code;
-        }
-        f
+        ),
     })
+}
+
+/// Milliseconds left, as a person reads them: `850ms`, `28.1s`.
+fn show_left(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else {
+        format!("{}.{}s", ms / 1000, ms % 1000 / 100)
+    }
 }
 
 /// A holder's value for display, marked when the server's value was longer
@@ -410,15 +425,28 @@ fn acquire(raw: &[String]) -> Result<u8, Failure> {
 fn unlock_help() -> String {
     format!(
         "\
-redlock unlock [SERVER OPTIONS] RESOURCE TOKEN
+redlock unlock [SERVER OPTIONS] [-E N] RESOURCE TOKEN
 
 Releases RESOURCE on every server where it is held with TOKEN (as printed by
 `redlock acquire`). Keys held with another token are left alone; releasing
-twice is harmless.
+twice is harmless. It says which case it was:
+
+  released            deleted on some servers: exit 0
+  nothing was held    TOKEN held RESOURCE nowhere (it expired, or was
+                      released already): exit 0
+  held by another     nothing deleted, and a majority holds RESOURCE with
+                      another token: exit 75 (or -E N)
+
+The last two are told apart by reading the servers just after the release:
+a holder that comes or goes between the two is seen as it is then.
+
+  -E, --conflict-exit-code N   the exit status when RESOURCE is held by
+                               another token (default 75)
 
 Server options:
 {}
-Exit statuses: 0 when a majority answered; 69 too few servers answered.",
+Exit statuses: 0 released, or nothing was held; 75 (or -E N) held by
+another token; 69 too few servers answered; 64 bad usage.",
         server_options_help()
     )
 }
@@ -426,15 +454,16 @@ Exit statuses: 0 when a majority answered; 69 too few servers answered.",
 fn unlock(raw: &[String]) -> Result<u8, Failure> {
     let spec = Spec {
         client: SERVER_OPTIONS,
-        with_value: &[],
+        with_value: &["conflict-exit-code"],
         flags: &[],
-        short: &[],
+        short: &[('E', "conflict-exit-code")],
         command_after: None,
     };
     let Some(args) = parse(raw, &spec, &unlock_help())? else {
         return Ok(0);
     };
     args.expect_positionals(&["RESOURCE", "TOKEN"])?;
+    let conflict_code = args::conflict_code(&args)?;
     let servers = servers(&args)?;
     let options = ClientOptions::from_args(&args)?;
     let client = client(&servers, &options, Duration::from_secs(30), false)?;
@@ -443,12 +472,71 @@ fn unlock(raw: &[String]) -> Result<u8, Failure> {
     let released = client
         .unlock_token(resource.as_bytes(), token.as_bytes())
         .map_err(|e| failure(&format!("cannot release {resource:?}"), &e, &urls))?;
+    if released.deleted() > 0 {
+        say!(
+            "released {resource:?}: deleted on {} of {} servers",
+            released.deleted(),
+            servers.len()
+        );
+        return Ok(0);
+    }
+    // Nothing deleted: either the lock is gone (expired, released), or
+    // someone else holds it. Which, the servers say now; a holder that
+    // comes or goes in between is reported as it is at this read.
+    if let Some(other) = other_holder(&client, resource, token.as_bytes()) {
+        return Err(Failure::new(
+            conflict_code,
+            format!(
+                "{resource:?} is held by another token ({other}); TOKEN {} released \
+                 nothing",
+                printable(token.as_bytes())
+            ),
+        ));
+    }
     say!(
-        "released {resource:?}: deleted on {} of {} servers",
-        released.deleted(),
-        servers.len()
+        "nothing was held: {resource:?} is not held with this token on any server (it \
+         expired, or was released already); nothing deleted"
     );
     Ok(0)
+}
+
+/// When a majority of the servers holds `resource` with some token other
+/// than `ours`: that holder in words (`token ABC.., 28.1s left`, or `several
+/// tokens` when they differ), from one `inspect`. `None` otherwise, and
+/// when the inspection fails.
+fn other_holder(client: &Client, resource: &str, ours: &[u8]) -> Option<String> {
+    let inspection = client.inspect(resource.as_bytes()).ok()?;
+    let entries = inspection.entries();
+    let others: Vec<_> = entries
+        .iter()
+        .filter(|h| h.outcome.answered())
+        .filter_map(|h| h.holder.as_ref().filter(|t| t[..] != *ours).map(|t| (t, h)))
+        .collect();
+    if others.len() <= entries.len() / 2 {
+        return None;
+    }
+    Some(match inspection.majority_holder() {
+        Some(t) if t != ours => {
+            let left = others
+                .iter()
+                .filter(|(held, _)| held[..] == *t)
+                .filter_map(|(_, h)| u64::try_from(h.pttl_ms).ok())
+                .min();
+            let shown = others
+                .iter()
+                .find(|(held, _)| held[..] == *t)
+                .map_or_else(|| printable(t), |(held, h)| holder_text(held, h.holder_len));
+            match left {
+                Some(ms) => format!("token {shown}, {} left", show_left(ms)),
+                None => format!("token {shown}, no expiry"),
+            }
+        }
+        _ => format!(
+            "several tokens on {} of {} servers",
+            others.len(),
+            entries.len()
+        ),
+    })
 }
 
 fn fence_repair_help() -> String {
@@ -576,7 +664,7 @@ fn inspect(raw: &[String]) -> Result<u8, Failure> {
             let mut o = json::Object::new();
             o.string(
                 "server",
-                &urls.get(i).map(|u| u.to_string()).unwrap_or_default(),
+                &urls.get(i).map(ServerUrl::address).unwrap_or_default(),
             );
             o.bool("answered", h.outcome.answered());
             if h.outcome.answered() {
@@ -601,16 +689,21 @@ fn inspect(raw: &[String]) -> Result<u8, Failure> {
     } else {
         say!("{:<28} {:<6} {:>10}  TOKEN", "SERVER", "STATE", "TTL");
         for (i, h) in entries.iter().enumerate() {
-            let server = urls.get(i).map(|u| u.to_string()).unwrap_or_default();
+            let server = urls.get(i).map(ServerUrl::address).unwrap_or_default();
             if !h.outcome.answered() {
-                say!("{server:<28} {:<6} {:>10}  -", "error", describe(h.outcome));
+                say!(
+                    "{server:<28} {:<6} {:>10}  {}",
+                    "error",
+                    "-",
+                    describe(h.outcome)
+                );
                 continue;
             }
             let (state, ttl, token) = match &h.holder {
                 Some(t) => (
                     "held",
-                    if h.pttl_ms >= 0 {
-                        format!("{}ms", h.pttl_ms)
+                    if let Ok(ms) = u64::try_from(h.pttl_ms) {
+                        show_left(ms)
                     } else {
                         "no expiry".into()
                     },

@@ -14,7 +14,7 @@ use redlock_tests::{RedisServer, Value, free_port};
 /// The built binary.
 fn redlock() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_redlock"));
-    c.env_remove("REDLOCK_SERVERS");
+    c.env_remove("REDLOCK_SERVERS").env_remove("RUST_LOG");
     c
 }
 
@@ -1609,4 +1609,66 @@ fn messages_name_servers_by_address_and_the_holder_of_a_held_lock() {
         "job",
     ])));
     assert!(json.contains(&format!("\"server\": \"{dead}\"")), "{json}");
+}
+
+/// Issue 10, item 5: -v, -vv (before or after the subcommand) and RUST_LOG
+/// show the library's log records on stderr, never a password; without
+/// them, nothing is logged.
+#[test]
+fn verbose_shows_the_library_log_without_passwords() {
+    const SECRET: &str = "Sekr1tLog";
+    let servers: Vec<RedisServer> = (0..3)
+        .map(|_| RedisServer::start_with(&["--requirepass", SECRET]).unwrap())
+        .collect();
+    let list = servers
+        .iter()
+        .map(|s| format!("redis://:{SECRET}@{}", s.addr()))
+        .collect::<Vec<_>>()
+        .join(",");
+    let no_secret = |what: &str, out: &Output| {
+        let all = format!("{}{}", stdout(out), stderr(out));
+        assert!(!all.contains(SECRET), "{what} showed the password: {all}");
+    };
+
+    // Quiet by default.
+    let out = run(redlock().args(["acquire", "--servers", &list, "quiet"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+
+    // -vv: the debug records, connections included, by address.
+    for args in [
+        vec!["acquire", "-vv", "--servers", &list, "loud"],
+        vec!["-vv", "inspect", "--servers", &list, "loud"],
+        vec!["-v", "unlock", "--verbose", "--servers", &list, "loud", "x"],
+    ] {
+        let out = run(redlock().args(&args));
+        let err = stderr(&out);
+        assert!(err.contains("DEBUG"), "{args:?}: {err}");
+        assert!(err.contains("connected to"), "{args:?}: {err}");
+        assert!(err.contains(&servers[0].addr().to_string()), "{err}");
+        no_secret(&format!("{args:?}"), &out);
+    }
+    // RUST_LOG works alone.
+    let out = run(redlock().env("RUST_LOG", "redlock=debug").args([
+        "inspect",
+        "--servers",
+        &list,
+        "loud",
+    ]));
+    assert!(stderr(&out).contains("connected to"), "{}", stderr(&out));
+    no_secret("RUST_LOG", &out);
+
+    // -v: warnings and decisions, not the debug records. A wrong
+    // password: each refusal is logged, without the password.
+    let wrong = list.replace(SECRET, "Wr0ng");
+    let out = run(redlock().args(["acquire", "-v", "--servers", &wrong, "x"]));
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("WARN") && err.contains("WRONGPASS"), "{err}");
+    assert!(err.contains(&servers[1].addr().to_string()), "{err}");
+    assert!(!err.contains("DEBUG"), "{err}");
+    no_secret("-v with a wrong password", &out);
+    let out = run(redlock().args(["acquire", "-vv", "--servers", &wrong, "x"]));
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    no_secret("wrong password", &out);
 }

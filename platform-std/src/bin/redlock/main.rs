@@ -28,6 +28,7 @@ mod bench;
 mod demo;
 mod guard;
 mod json;
+mod logger;
 mod run;
 
 use core::fmt::Write as _;
@@ -141,6 +142,9 @@ fn main() -> ExitCode {
             }
         }
     }
+    // `redlock -vv lock ...`: the `-v`s before the subcommand.
+    let leading = raw.iter().take_while(|a| logger::take_leading(a)).count();
+    let raw = raw.split_off(leading);
     let (sub, rest) = match raw.split_first() {
         Some((sub, rest)) => (sub.as_str(), rest),
         None => {
@@ -195,6 +199,7 @@ pub(crate) fn parse(raw: &[String], spec: &Spec, help: &str) -> Result<Option<Ar
         say!("{help}");
         return Ok(None);
     }
+    logger::install(args.verbose);
     Ok(Some(args))
 }
 

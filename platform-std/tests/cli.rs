@@ -528,6 +528,8 @@ fn the_demo_runs_to_completion_and_leaves_no_server_behind() {
     assert_eq!(code(&out), 0, "stdout: {text}\nstderr: {}", stderr(&out));
     assert!(text.contains("no two overlapped: yes"), "{text}");
     assert!(text.contains("killed the redis-servers"), "{text}");
+    demo_explains_itself(&text);
+    assert!(text.contains("every server stopped"), "{text}");
     let ports: Vec<u16> = text
         .lines()
         .find_map(|l| l.strip_prefix("servers: "))
@@ -1671,4 +1673,106 @@ fn verbose_shows_the_library_log_without_passwords() {
     let out = run(redlock().args(["acquire", "-vv", "--servers", &wrong, "x"]));
     assert_eq!(code(&out), 69, "{}", stderr(&out));
     no_secret("wrong password", &out);
+}
+
+/// Issue 10, item 6: what every demo prints for someone new to Redlock:
+/// what a lock and a fencing token are, timed lines in the order of their
+/// times, and what the attempts count.
+fn demo_explains_itself(text: &str) {
+    let mut lines = text.lines();
+    let first = lines.next().unwrap();
+    let second = lines.next().unwrap();
+    assert!(first.starts_with("A lock "), "{text}");
+    assert!(second.starts_with("A fencing token "), "{text}");
+    let times: Vec<f64> = text
+        .lines()
+        .filter_map(|l| l.trim_start().split_once("s  "))
+        .filter_map(|(t, _)| t.parse().ok())
+        .collect();
+    assert!(times.len() > 3, "{text}");
+    assert!(
+        times.windows(2).all(|w| w[0] <= w[1]),
+        "lines out of time order: {text}"
+    );
+    let attempts = text
+        .lines()
+        .find(|l| l.starts_with("acquire attempts: "))
+        .unwrap();
+    assert!(
+        attempts.contains("got the lock") && attempts.contains("found it held"),
+        "{attempts}"
+    );
+}
+
+/// Issue 10, item 6: `demo --servers` stops no server and claims to stop
+/// none; it deletes the keys it made there (its fence counter too, which
+/// never expires on its own), also when interrupted; its help says why
+/// fence counters never expire.
+#[test]
+fn the_demo_on_given_servers_leaves_them_running_and_clean() {
+    let (servers, list) = servers(3);
+    let keys = |s: &RedisServer| match s
+        .conn()
+        .unwrap()
+        .request(&[b"KEYS", b"redlock-demo*"])
+        .unwrap()
+    {
+        Value::Aggregate(_, keys) => keys,
+        other => panic!("KEYS: {other:?}"),
+    };
+    let out = run(redlock().args(["demo", "--servers", &list, "--duration", "1"]));
+    let text = stdout(&out);
+    assert_eq!(code(&out), 0, "{text}{}", stderr(&out));
+    demo_explains_itself(&text);
+    assert!(
+        !text.contains("stopped") && !text.contains("killed"),
+        "{text}"
+    );
+    assert!(text.contains("from 3 of 3 servers, left running"), "{text}");
+    assert!(text.contains(":fence"), "{text}");
+    for s in &servers {
+        assert_eq!(
+            s.conn().unwrap().request(&[b"PING"]).unwrap(),
+            Value::Simple(b"PONG".to_vec())
+        );
+        assert_eq!(keys(s), Vec::<Value>::new(), "keys left behind");
+    }
+
+    // Interrupted half-way: the keys go all the same.
+    let mut child = Running::new(start(redlock().args([
+        "demo",
+        "--servers",
+        &list,
+        "--duration",
+        "60",
+    ])));
+    let give_up = Instant::now() + Duration::from_secs(20);
+    while servers.iter().all(|s| keys(s).is_empty()) {
+        assert!(Instant::now() < give_up, "the demo never took its lock");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &child.pid().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let stdout_pipe = child.child.as_mut().unwrap().stdout.take().unwrap();
+    std::thread::spawn(move || std::io::copy(&mut { stdout_pipe }, &mut std::io::sink()));
+    let out = child.finish();
+    assert_eq!(code(&out), 130, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("removed the demo's keys"),
+        "{}",
+        stderr(&out)
+    );
+    for s in &servers {
+        assert_eq!(keys(s), Vec::<Value>::new(), "keys left behind");
+    }
+
+    let help = stdout(&run(redlock().args(["demo", "--help"])));
+    assert!(help.contains("never expires"), "{help}");
+    assert!(help.contains("backwards"), "{help}");
 }

@@ -4,15 +4,15 @@
 use alloc::sync::Arc;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use core::time::Duration;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use redlock_std::Error;
+use redlock_std::{Error, ServerUrl};
 
 use crate::args::{
     ClientOptions, ONE_ATTEMPT_OPTIONS, Spec, acquire_options_help, server_options_help,
@@ -34,7 +34,19 @@ half-way to show that locking goes on with a majority, checks that no two
 holders overlapped and that fencing tokens only grew, prints latency
 percentiles, and stops and removes everything, also on Ctrl-C.
 
-  --duration D   how long the workers contend (default 4s)
+With --servers it uses those servers instead (and stops none of them): its
+resource gets a name of its own (redlock-demo-PID-N), and at the end, also
+on Ctrl-C, it deletes the keys it made there: the lock's and its fence
+counter's (RESOURCE:fence).
+
+A fence counter key never expires, on purpose: a counter that expired
+would start again from 1, and fencing tokens would go backwards, so a
+resource that refuses smaller tokens than it has seen would refuse every
+later holder, and one that does not would take stale work for new. Only the
+demo deletes its own, because nothing will use that resource again.
+
+  --duration D   how long the workers contend (default 4s; a bare number
+                 is seconds)
   --workers N    contending workers (default 4)
 
 Server options (without --servers, the local servers just started would
@@ -45,7 +57,8 @@ refuse every vote with --restart-guard):
     )
 }
 
-const RESOURCE: &[u8] = b"redlock-demo";
+/// The resource on the demo's own servers.
+const RESOURCE: &str = "redlock-demo";
 
 /// The ttl of the workers' locks.
 const TTL: Duration = Duration::from_secs(2);
@@ -187,6 +200,81 @@ fn ping(port: u16) -> bool {
     s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
 }
 
+/// The demo's output: one line at a time, each stamped with the time since
+/// the start when it is printed, under one lock, so the lines come out in
+/// the order of their stamps.
+struct Timeline {
+    t0: Instant,
+    out: Mutex<()>,
+}
+
+impl Timeline {
+    /// Prints `  1.234s  text` and returns the instant stamped.
+    fn line(&self, text: &str) -> Instant {
+        let _turn = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        say!(
+            "  {:6.3}s  {text}",
+            now.duration_since(self.t0).as_secs_f64()
+        );
+        now
+    }
+}
+
+/// Deletes `keys` on the server at `url` over a plain connection of its
+/// own (with `AUTH` and `SELECT` as the URL says): the demo's cleanup on
+/// servers it did not start. The error never holds the password.
+fn delete_keys(url: &ServerUrl, keys: &[&[u8]]) -> std::io::Result<()> {
+    let mut last = std::io::Error::other("the host has no address");
+    let mut stream = None;
+    for addr in (url.host.as_str(), url.port).to_socket_addrs()? {
+        match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+            Ok(s) => {
+                stream = Some(s);
+                break;
+            }
+            Err(e) => last = e,
+        }
+    }
+    let mut stream = stream.ok_or(last)?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let mut commands: Vec<Vec<Vec<u8>>> = Vec::new();
+    if let Some(password) = &url.password {
+        let mut auth = vec![b"AUTH".to_vec()];
+        auth.extend(url.user.as_ref().map(|u| u.as_bytes().to_vec()));
+        auth.push(password.expose().to_vec());
+        commands.push(auth);
+    }
+    if url.db != 0 {
+        commands.push(vec![b"SELECT".to_vec(), url.db.to_string().into_bytes()]);
+    }
+    let mut del = vec![b"DEL".to_vec()];
+    del.extend(keys.iter().map(|k| k.to_vec()));
+    commands.push(del);
+    let mut request = Vec::new();
+    for args in &commands {
+        request.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+        for a in args {
+            request.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            request.extend_from_slice(a);
+            request.extend_from_slice(b"\r\n");
+        }
+    }
+    stream.write_all(&request)?;
+    let mut replies = BufReader::new(stream);
+    for _ in &commands {
+        let mut line = String::new();
+        replies.read_line(&mut line)?;
+        if !(line.starts_with('+') || line.starts_with(':')) {
+            return Err(std::io::Error::other(format!(
+                "the server answered {:?}",
+                line.trim_end()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// A small xorshift, seeded per worker, for hold times and back-off.
 struct Jitter(u64);
 
@@ -234,6 +322,14 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
 
     let options = ClientOptions::from_args(&args)?;
     options.check_against_ttl(TTL)?;
+    say!(
+        "A lock lets one worker at a time use something shared; Redlock takes it on a majority \
+         of independent Redis servers, so losing a minority of them loses no lock."
+    );
+    say!(
+        "A fencing token is a number that comes with each lock and grows with every new \
+         holder: the shared thing can refuse a holder whose token is older than one it saw."
+    );
     let mut local = None;
     let urls = match args.servers()? {
         Some(_) => servers(&args)?,
@@ -257,6 +353,21 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
                 .map_err(|e| Failure::new(crate::EX_USAGE, e.to_string()))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    // On servers it did not start, a name of its own: the keys it leaves
+    // there (the fence counter never expires) are its own to delete.
+    let resource = if local.is_some() {
+        RESOURCE.to_string()
+    } else {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        format!("{RESOURCE}-{}-{nanos}", std::process::id())
+    };
+    let resource = resource.as_str();
+    let urls_given = clients
+        .first()
+        .map(redlock_std::Client::server_urls)
+        .unwrap_or_default();
     // As the client shows them: a password given in --servers is hidden.
     let shown: Vec<String> = clients
         .first()
@@ -264,22 +375,33 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
         .unwrap_or_default();
     say!("servers: {}", shown.join(", "));
     say!(
-        "{workers} workers contend for {:?} for {:.1} s (each with its own client, fencing on)",
-        String::from_utf8_lossy(RESOURCE),
+        "{workers} workers contend for {resource:?} for {:.1} s (each with its own client, fencing on)",
         duration.as_secs_f64()
     );
 
     let t0 = Instant::now();
+    let timeline = Timeline {
+        t0,
+        out: Mutex::new(()),
+    };
     let end = t0 + duration;
     let stop = AtomicBool::new(false);
     let holds = Mutex::new(Vec::<Hold>::new());
     let latencies = Mutex::new((Vec::<u64>::new(), Vec::<u64>::new()));
     let errors = Mutex::new(Vec::<String>::new());
-    let unavailable = core::sync::atomic::AtomicUsize::new(0);
+    let unavailable = AtomicUsize::new(0);
+    let conflicts = AtomicUsize::new(0);
     std::thread::scope(|scope| {
         for (w, client) in clients.iter().enumerate() {
-            let (stop, holds, latencies, errors, unavailable) =
-                (&stop, &holds, &latencies, &errors, &unavailable);
+            let (stop, holds, latencies, errors, unavailable, conflicts, timeline) = (
+                &stop,
+                &holds,
+                &latencies,
+                &errors,
+                &unavailable,
+                &conflicts,
+                &timeline,
+            );
             scope.spawn(move || {
                 let mut jitter = Jitter(
                     0x9e37_79b9_7f4a_7c15 ^ (w as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d),
@@ -287,12 +409,20 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
                 let (mut acq, mut rel) = (Vec::new(), Vec::new());
                 while !stop.load(Ordering::SeqCst) {
                     let a0 = Instant::now();
-                    let result = client.try_lock(RESOURCE, TTL);
+                    let result = client.try_lock(resource.as_bytes(), TTL);
                     acq.push(nanos(a0.elapsed()));
                     match result {
                         Ok(lock) => {
-                            let start = Instant::now();
-                            std::thread::sleep(jitter.ms(40, 80));
+                            // Printed when it starts, under the lock: the
+                            // lines come out in the order of their times.
+                            let work = jitter.ms(40, 80);
+                            let start = timeline.line(&format!(
+                                "worker {} holds the lock for {:>3} ms   fence {}",
+                                w + 1,
+                                work.as_millis(),
+                                lock.fence().map_or("-".into(), |f| f.to_string())
+                            ));
+                            std::thread::sleep(work);
                             let end = Instant::now();
                             let hold = Hold {
                                 worker: w + 1,
@@ -306,13 +436,6 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
                                     format!("worker {} worked past its validity", w + 1),
                                 );
                             }
-                            say!(
-                                "  {:6.3}s  worker {} holds the lock for {:>3} ms   fence {}",
-                                start.duration_since(t0).as_secs_f64(),
-                                w + 1,
-                                (end - start).as_millis(),
-                                lock.fence().map_or("-".into(), |f| f.to_string())
-                            );
                             holds.lock().unwrap_or_else(|p| p.into_inner()).push(hold);
                             let r0 = Instant::now();
                             if let Err(e) = client.unlock(&lock) {
@@ -321,7 +444,10 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
                             rel.push(nanos(r0.elapsed()));
                             std::thread::sleep(jitter.ms(5, 15));
                         }
-                        Err(Error::Conflict(_)) => std::thread::sleep(jitter.ms(5, 15)),
+                        Err(Error::Conflict(_)) => {
+                            conflicts.fetch_add(1, Ordering::SeqCst);
+                            std::thread::sleep(jitter.ms(5, 15));
+                        }
                         Err(e) => {
                             // Shown, but not a failure of the demo: servers
                             // are being killed on purpose.
@@ -344,10 +470,9 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
                 killed = true;
                 if let Some(servers) = local.as_mut() {
                     let ports: Vec<u16> = [3, 4].iter().filter_map(|&i| servers.kill(i)).collect();
-                    say!(
-                        "  {:6.3}s  --- killed the redis-servers on ports {ports:?}: 3 of 5 are left, still a majority ---",
-                        t0.elapsed().as_secs_f64()
-                    );
+                    timeline.line(&format!(
+                        "--- killed the redis-servers on ports {ports:?}: 3 of 5 are left, still a majority ---"
+                    ));
                 }
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -355,12 +480,38 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
         stop.store(true, Ordering::SeqCst);
     });
     drop(clients);
+    // What was cleaned up: the servers it started, or its keys on the
+    // servers it was given (which it leaves running).
+    let clean_up = |local: Option<LocalServers>| -> String {
+        if local.is_some() {
+            drop(local);
+            return "every server stopped, every file removed".into();
+        }
+        let fence = format!("{resource}:fence");
+        let keys: [&[u8]; 2] = [resource.as_bytes(), fence.as_bytes()];
+        let mut failed = Vec::new();
+        for url in &urls_given {
+            if let Err(e) = delete_keys(url, &keys) {
+                failed.push(format!("{}: {e}", url.address()));
+            }
+        }
+        let done = format!(
+            "removed the demo's keys ({resource:?} and its fence counter {fence:?}) from {} of {} \
+             servers, left running",
+            urls_given.len() - failed.len(),
+            urls_given.len()
+        );
+        if failed.is_empty() {
+            done
+        } else {
+            format!("{done}; not from {}", failed.join(", "))
+        }
+    };
     let sig = interrupted.load(Ordering::SeqCst);
     if sig != 0 {
-        drop(local);
         return Err(Failure::new(
             u8::try_from(128 + sig).unwrap_or(EX_SOFTWARE),
-            format!("interrupted (signal {sig}); servers stopped and files removed"),
+            format!("interrupted (signal {sig}); {}", clean_up(local)),
         ));
     }
 
@@ -395,22 +546,33 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
             "yes"
         },
     );
-    let unavailable = unavailable.into_inner();
-    if unavailable > 0 {
-        say!("{unavailable} attempts failed for want of servers (shown above)");
-    }
+    let (unavailable, conflicts) = (unavailable.into_inner(), conflicts.into_inner());
     let (mut acq, mut rel) = latencies.into_inner().unwrap_or_else(|p| p.into_inner());
     acq.sort_unstable();
     rel.sort_unstable();
-    say!("acquire attempts: {}", summary(&acq));
-    say!("releases: {}", summary(&rel));
-    drop(local);
+    // Attempts: every try_lock call, one at a time (no retries inside):
+    // most find the lock held and are tried again after a short pause.
+    let mut attempts = format!(
+        "acquire attempts: {} ({} got the lock, {conflicts} found it held and were tried again \
+         after a pause",
+        acq.len(),
+        holds.len()
+    );
+    if unavailable > 0 {
+        let _ = core::fmt::Write::write_fmt(
+            &mut attempts,
+            format_args!(", {unavailable} failed for want of servers (shown above)"),
+        );
+    }
+    say!("{attempts}), {}", latency(&acq));
+    say!("releases: {}, {}", rel.len(), latency(&rel));
+    let cleaned = clean_up(local);
     if holds.is_empty() {
         problems.push("no worker ever held the lock".into());
     }
     match problems.first() {
         None => {
-            say!("done: every server stopped, every file removed.");
+            say!("done: {cleaned}.");
             Ok(0)
         }
         Some(first) => Err(Failure::new(
@@ -429,11 +591,10 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// `N, latency p50 .. p90 .. p99 .. max ..` of sorted nanoseconds.
-fn summary(sorted: &[u64]) -> String {
+/// `latency p50 .. p90 .. p99 .. max ..` of sorted nanoseconds.
+fn latency(sorted: &[u64]) -> String {
     format!(
-        "{}, latency p50 {} p90 {} p99 {} max {}",
-        sorted.len(),
+        "latency p50 {} p90 {} p99 {} max {}",
         us(sorted, 0.5),
         us(sorted, 0.9),
         us(sorted, 0.99),

@@ -261,12 +261,15 @@ fn a_lost_lock_terminates_the_command_and_exits_70() {
     let script = until_term(&dir, "terminated", 143);
     let child = start(
         redlock()
-            .args(["lock", "--servers", &list, "--ttl", "1s", "doomed", "--"])
+            .args(["lock", "--servers", &list, "--ttl", "3s", "doomed"])
+            // Extensions get more than the 30 ms a 3 s ttl gives: a loaded
+            // machine must not lose the lock before the test deletes it.
+            .args(["--request-timeout", "100ms", "--"])
             .args(["sh", "-c", &script]),
     );
     wait_for_file(&dir.join("started"));
     // The watchdog keeps it past its ttl.
-    std::thread::sleep(Duration::from_millis(1500));
+    std::thread::sleep(Duration::from_millis(3500));
     for s in &servers {
         assert_ne!(get(s, "doomed"), Value::Nil, "not kept alive");
     }

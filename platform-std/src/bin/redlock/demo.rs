@@ -50,7 +50,8 @@ demo deletes its own, because nothing will use that resource again.
   --workers N    contending workers (default 4)
 
 Server options (without --servers, the local servers just started would
-refuse every vote with --restart-guard):
+refuse every vote with --restart-guard; --request-timeout is 200ms here
+unless given, since the servers and the workers share this machine):
 {}{}",
         server_options_help(),
         acquire_options_help(false)
@@ -62,6 +63,9 @@ const RESOURCE: &str = "redlock-demo";
 
 /// The ttl of the workers' locks.
 const TTL: Duration = Duration::from_secs(2);
+
+/// The workers' request timeout unless `--request-timeout` says otherwise.
+const DEMO_REQUEST_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// One time a worker held the lock.
 #[derive(Debug, Clone, Copy)]
@@ -320,7 +324,11 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
             .map_err(|e| Failure::new(EX_SOFTWARE, format!("cannot handle signal {sig}: {e}")))?;
     }
 
-    let options = ClientOptions::from_args(&args)?;
+    let mut options = ClientOptions::from_args(&args)?;
+    // Five servers and the workers share this machine's cores: a request
+    // may wait longer than the 20 ms a 2 s ttl gives by default, and a
+    // release that timed out would count as a problem of the demo.
+    options.request_timeout = options.request_timeout.or(Some(DEMO_REQUEST_TIMEOUT));
     options.check_against_ttl(TTL)?;
     say!(
         "A lock lets one worker at a time use something shared; Redlock takes it on a majority \

@@ -19,14 +19,7 @@ const MISSING: i64 = -1;
 
 /// A fence counter as stored: plain decimal digits within `i64`.
 fn parse_counter(text: &[u8]) -> Option<i64> {
-    if text.is_empty() || text.len() > 18 || !text.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    // At most 18 digits: no overflow; saturating all the same.
-    Some(text.iter().fold(0i64, |n, &d| {
-        n.saturating_mul(10)
-            .saturating_add(i64::from(d.wrapping_sub(b'0')))
-    }))
+    i64::try_from(crate::handshake::parse_u64(text)?).ok()
 }
 
 /// Why an acquisition failed, with what each server answered in the last attempt.

@@ -928,19 +928,17 @@ fn a_fence_not_confirmed_by_a_majority_fails_and_releases() {
     assert!(releases.iter().all(|s| s.script() == "release"));
 }
 
-#[test]
-fn the_restart_guard_refuses_votes_from_a_recently_restarted_server() {
+/// With a 30 s restart guard, at t=60 s: servers 1 and 0 vote for us (a
+/// majority, if 1's vote counted), server 2 refuses. Returns the report of
+/// the failure that must follow.
+fn server_1_votes_under_a_guard(servers: &Servers) -> redlock_core::Report {
     let config = Config {
         restart_guard: Some(dur(30_000)),
         ..no_retry()
     };
-    let mut servers = Servers::new(3).unwrap();
-    // Server 1 started 10 s before t=60 s; the others long ago.
-    servers.set_incarnation(ServerId(0), ms(0));
-    servers.set_incarnation(ServerId(1), ms(50_000));
     let op = Acquire::new(
         &config,
-        &servers,
+        servers,
         b"res",
         dur(10_000),
         None,
@@ -954,9 +952,21 @@ fn the_restart_guard_refuses_votes_from_a_recently_restarted_server() {
     d.reply(ms(60_001), 0, b"+OK\r\n").unwrap();
     assert!(d.outcome().is_none(), "server 1's vote does not count");
     d.reply(ms(60_002), 2, b"$-1\r\n").unwrap();
-    let err = d.outcome().unwrap().unwrap_err();
+    d.outcome().unwrap().unwrap_err().report
+}
+
+#[test]
+fn the_restart_guard_refuses_votes_from_a_recently_restarted_server() {
+    let config = Config {
+        restart_guard: Some(dur(30_000)),
+        ..no_retry()
+    };
+    let mut servers = Servers::new(3).unwrap();
+    // Server 1 started 10 s before t=60 s; the others long ago.
+    servers.set_incarnation(ServerId(0), ms(0));
+    servers.set_incarnation(ServerId(1), ms(50_000));
     assert_eq!(
-        err.report.outcomes(),
+        server_1_votes_under_a_guard(&servers).outcomes(),
         &[
             ServerOutcome::Ok,
             ServerOutcome::Restarted,
@@ -1002,33 +1012,12 @@ fn the_restart_guard_refuses_votes_from_a_recently_restarted_server() {
 
 #[test]
 fn the_restart_guard_refuses_votes_whose_restart_time_is_unknown() {
-    let config = Config {
-        restart_guard: Some(dur(30_000)),
-        ..no_retry()
-    };
     // Server 1's restart time is not known (INFO denied, or no uptime).
     let mut servers = Servers::new(3).unwrap();
     servers.set_incarnation(ServerId(0), ms(0));
     servers.set_incarnation(ServerId(2), ms(0));
-    let op = Acquire::new(
-        &config,
-        &servers,
-        b"res",
-        dur(10_000),
-        None,
-        &mut TestRng(0),
-        ms(60_000),
-    )
-    .unwrap();
-    let mut d = Drive::new(op);
-    d.sent(ms(60_000));
-    d.reply(ms(60_001), 1, b"+OK\r\n").unwrap();
-    d.reply(ms(60_001), 0, b"+OK\r\n").unwrap();
-    assert!(d.outcome().is_none(), "server 1's vote does not count");
-    d.reply(ms(60_002), 2, b"$-1\r\n").unwrap();
-    let err = d.outcome().unwrap().unwrap_err();
     assert_eq!(
-        err.report.outcomes(),
+        server_1_votes_under_a_guard(&servers).outcomes(),
         &[
             ServerOutcome::Ok,
             ServerOutcome::RestartUnknown,

@@ -35,6 +35,16 @@ fn get(s: &RedisServer, key: &str) -> Value {
         .unwrap()
 }
 
+/// Sends signal `name` (`"INT"`) to `target` (a pid, or `-PGID` for a
+/// group) with kill(1), and checks that it was delivered.
+fn send_signal(name: &str, target: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), "--", target])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{name} {target}");
+}
+
 /// A fresh scratch directory for one test.
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("redlock-cli-{}-{name}", std::process::id()));
@@ -374,13 +384,7 @@ fn a_ctrl_c_to_redlock_and_its_group_reaches_the_command_once() {
     );
     wait_for_file(&dir.join("started"));
     let group = format!("-{}", child.id());
-    assert!(
-        Command::new("kill")
-            .args(["-INT", "--", &group])
-            .status()
-            .unwrap()
-            .success()
-    );
+    send_signal("INT", &group);
     let out = finish(child);
     assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
     let ints = std::fs::read_to_string(dir.join("ints")).unwrap();
@@ -429,11 +433,7 @@ fn signals_are_forwarded_and_the_lock_released() {
             .args(["sh", "-c", &script]),
     );
     wait_for_file(&dir.join("started"));
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    send_signal("TERM", &child.id().to_string());
     let out = finish(child);
     assert_eq!(code(&out), 42, "stderr: {}", stderr(&out));
     assert!(dir.join("got").exists());
@@ -570,13 +570,7 @@ fn ctrl_c_stops_the_demo_and_a_waiting_lock_cleanly() {
         }
     }
     std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    send_signal("INT", &child.id().to_string());
     std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
     let out = finish(child);
     assert_eq!(code(&out), 130, "stderr: {}", stderr(&out));
@@ -603,13 +597,7 @@ fn ctrl_c_stops_the_demo_and_a_waiting_lock_cleanly() {
     ]));
     std::thread::sleep(Duration::from_millis(500));
     let sent = Instant::now();
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &waiter.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    send_signal("INT", &waiter.id().to_string());
     let out = finish(waiter);
     assert_eq!(code(&out), 130, "stderr: {}", stderr(&out));
     assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
@@ -728,13 +716,7 @@ fn a_killed_redlock_takes_every_process_of_its_command_with_it() {
     );
 
     let redlock_pid = running.pid();
-    assert!(
-        Command::new("kill")
-            .args(["-KILL", &redlock_pid.to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    send_signal("KILL", &redlock_pid.to_string());
     let _ = running.child.as_mut().unwrap().wait();
     let give_up = Instant::now() + Duration::from_secs(10);
     loop {
@@ -1414,13 +1396,7 @@ fn flock_habits_wait_nonblock_and_conflict_exit_code() {
     ])));
     std::thread::sleep(Duration::from_millis(500));
     let sent = Instant::now();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &waiter.pid().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    send_signal("TERM", &waiter.pid().to_string());
     let out = waiter.finish();
     assert_eq!(code(&out), 143, "{}", stderr(&out));
     assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
@@ -1755,13 +1731,7 @@ fn the_demo_on_given_servers_leaves_them_running_and_clean() {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(200));
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &child.pid().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    send_signal("INT", &child.pid().to_string());
     let stdout_pipe = child.child.as_mut().unwrap().stdout.take().unwrap();
     std::thread::spawn(move || std::io::copy(&mut { stdout_pipe }, &mut std::io::sink()));
     let out = child.finish();

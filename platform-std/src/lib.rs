@@ -16,9 +16,9 @@ use std::time::Instant as StdInstant;
 
 use redlock_core::redlock_resp::Limits;
 use redlock_core::{Acquire, Extend, FenceRepair, Inspect, Release, Servers};
+use redlock_core::{Config, Drift, Retry};
 pub use redlock_core::{
-    Config, Drift, FailureKind, FenceRepaired, Released, Report, Retry, ServerId, ServerOutcome,
-    SetupError,
+    FailureKind, FenceRepaired, Released, Report, ServerId, ServerOutcome, SetupError,
 };
 
 use crate::call::Call;

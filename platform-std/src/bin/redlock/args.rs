@@ -300,7 +300,7 @@ impl ClientOptions {
 
 /// The help for [`SERVER_OPTIONS`], with the library's defaults.
 pub(crate) fn server_options_help() -> String {
-    let default = redlock_std::Config::DEFAULT;
+    let default = redlock_core::Config::DEFAULT;
     let timeout = |ttl: redlock_core::Duration| {
         show_duration(Duration::from_micros(
             default.request_timeout_for(ttl).as_micros(),
@@ -322,7 +322,7 @@ pub(crate) fn server_options_help() -> String {
 /// [`ONE_ATTEMPT_OPTIONS`] add to [`SERVER_OPTIONS`], with the library's
 /// defaults.
 pub(crate) fn acquire_options_help(retries: bool) -> String {
-    let retry = redlock_std::Config::DEFAULT.retry;
+    let retry = redlock_core::Config::DEFAULT.retry;
     let mut help = String::new();
     if retries {
         help.push_str(&format!(

@@ -36,7 +36,8 @@ use core::time::Duration;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use redlock_std::{Builder, Client, Config, Error, Lock, Report, ServerUrl, describe};
+use redlock_core::Config;
+use redlock_std::{Builder, Client, Error, Lock, Report, ServerUrl, describe};
 
 use crate::args::{
     ACQUIRING_HELP, ACQUIRING_SHORT, Acquiring, Args, ClientOptions, RETRYING_OPTIONS,

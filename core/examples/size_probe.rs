@@ -15,10 +15,11 @@
 
 use core::hint::black_box;
 
+use redlock_core::handshake::{self, Plan};
 use redlock_core::redlock_resp::{Status, parse_reply};
 use redlock_core::{
-    Acquire, Config, Duration, Extend, Inspect, Instant, Lock, Operation, Release, ServerId,
-    Servers,
+    Acquire, Config, Duration, Extend, FenceRepair, Inspect, Instant, Lock, Operation, Release,
+    ServerId, Servers,
 };
 
 /// A stand-in RNG: the probe measures size, not randomness.
@@ -84,7 +85,25 @@ pub extern "C" fn _start() -> ! {
     }
     let mut inspect = Inspect::new(&servers, b"resource", ttl);
     black_box(drive(&mut inspect, n, reply, now));
+    let mut repair = FenceRepair::new(&config, &servers, b"resource", black_box(41), ttl);
+    black_box(drive(&mut repair, n, black_box(b"$2\r\n41\r\n"), now));
+    black_box(judge_handshake(reply));
     loop {}
+}
+
+/// The handshake's plan and the verdict on each of its replies.
+fn judge_handshake(input: &[u8]) -> usize {
+    let plan = Plan {
+        auth: black_box(true),
+        select: black_box(true),
+        info_required: black_box(true),
+    };
+    let Ok(Status::Complete((reply, _))) = parse_reply(input) else {
+        return 0;
+    };
+    handshake::steps(plan)
+        .filter(|&step| handshake::judge(step, &reply, plan).is_ok())
+        .count()
 }
 
 fn lock_round(config: &Config, servers: &Servers, lock: &Lock, now: Instant) -> usize {

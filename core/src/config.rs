@@ -147,8 +147,14 @@ impl Config {
         if self.mutants.half_quorum {
             return (n / 2).max(1);
         }
-        (n / 2).saturating_add(1)
+        majority(n)
     }
+}
+
+/// A3: a majority of `n` servers, `n/2 + 1`: the one place it is computed
+/// (operations use [`Config::quorum`], which test-only mutants may change).
+pub fn majority(n: usize) -> usize {
+    (n / 2).saturating_add(1)
 }
 
 impl Default for Config {

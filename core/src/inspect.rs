@@ -59,8 +59,7 @@ impl Inspection {
 
     /// The token held by a majority of servers, if any.
     pub fn majority_holder(&self) -> Option<&[u8]> {
-        // A3: a majority of the servers.
-        let quorum = (self.len / 2).saturating_add(1);
+        let quorum = crate::config::majority(self.len);
         self.entries()
             .iter()
             .filter_map(|e| e.holder.as_deref())

@@ -23,7 +23,7 @@ mod token;
 pub use acquire::{Acquire, AcquireError};
 #[cfg(feature = "mutants")]
 pub use config::Mutants;
-pub use config::{Config, Drift, Retry};
+pub use config::{Config, Drift, Retry, majority};
 pub use extend::{Extend, ExtendError};
 pub use fence::{FenceRepair, FenceRepairError, FenceRepaired};
 pub use handshake::SetupError;

@@ -25,6 +25,8 @@ pub struct Released {
     /// Per server: `Ok` (deleted our key), `NotHeld` (no key of ours), or
     /// the reason it could not be asked.
     pub report: Report,
+    /// How many confirmations make the release count (a majority).
+    pub quorum: usize,
 }
 
 impl Released {
@@ -38,6 +40,13 @@ impl Released {
     pub fn confirmed(&self) -> usize {
         self.deleted()
             .saturating_add(self.report.count(ServerOutcome::NotHeld))
+    }
+
+    /// True when a majority confirmed (deleted our key or had none): the
+    /// release counts. Otherwise our key may stay on the others until its
+    /// ttl runs out, and nobody can take the lock before.
+    pub fn is_confirmed(&self) -> bool {
+        self.confirmed() >= self.quorum
     }
 
     /// True when every server answered (deleted, or had no key of ours).
@@ -58,7 +67,6 @@ impl Released {
 /// long-lived state (a static on a microcontroller, a shared transport).
 #[derive(Debug, Clone)]
 pub struct Release<R> {
-    #[cfg_attr(not(feature = "mutants"), allow(dead_code))]
     config: Config,
     resource: R,
     token: Vec<u8, TOKEN_CAPACITY>,
@@ -160,6 +168,7 @@ impl<R: AsRef<[u8]>> Operation for Release<R> {
         self.outcome_taken = true;
         Some(Released {
             report: self.engine.report(),
+            quorum: self.config.quorum(self.engine.len()),
         })
     }
 

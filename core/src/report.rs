@@ -54,6 +54,25 @@ pub enum ServerOutcome {
     Setup(SetupError),
 }
 
+impl core::fmt::Display for ServerOutcome {
+    /// What the outcome means, in a few words ("held by another token").
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ServerOutcome::Ok => f.write_str("ok"),
+            ServerOutcome::Held => f.write_str("held by another token"),
+            ServerOutcome::NotHeld => f.write_str("not held by us"),
+            ServerOutcome::TimedOut => f.write_str("no answer within the request timeout"),
+            ServerOutcome::ServerError(k) => write!(f, "error {k}"),
+            ServerOutcome::ConnectionError => f.write_str("connection failed"),
+            ServerOutcome::UnexpectedReply => f.write_str("unexpected reply"),
+            ServerOutcome::Restarted => f.write_str("restarted recently (vote not counted)"),
+            ServerOutcome::RestartUnknown => f.write_str("restart time unknown (vote not counted)"),
+            ServerOutcome::Setup(why) => write!(f, "not used: {why}"),
+            ServerOutcome::Pending => f.write_str("not asked (a majority had already decided)"),
+        }
+    }
+}
+
 impl ServerOutcome {
     /// True when the server answered at all (whatever it said).
     pub fn answered(self) -> bool {

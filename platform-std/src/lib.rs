@@ -190,22 +190,10 @@ impl fmt::Debug for Error {
 
 impl core::error::Error for Error {}
 
-/// What a server's outcome means, in a few words ("held by another token").
+/// What a server's outcome means, in a few words ("held by another token"):
+/// the core's `Display` of [`ServerOutcome`].
 pub fn describe(o: ServerOutcome) -> String {
-    match o {
-        ServerOutcome::Ok => "ok".into(),
-        ServerOutcome::Held => "held by another token".into(),
-        ServerOutcome::NotHeld => "not held by us".into(),
-        ServerOutcome::TimedOut => "no answer within the request timeout".into(),
-        ServerOutcome::ServerError(k) => format!("error {k}"),
-        ServerOutcome::ConnectionError => "connection failed".into(),
-        ServerOutcome::UnexpectedReply => "unexpected reply".into(),
-        ServerOutcome::Restarted => "restarted recently (vote not counted)".into(),
-        ServerOutcome::RestartUnknown => "restart time unknown (vote not counted)".into(),
-        ServerOutcome::Setup(why) => format!("not used: {why}"),
-        ServerOutcome::Pending => "not asked (a majority had already decided)".into(),
-        _ => format!("{o:?}"),
-    }
+    o.to_string()
 }
 
 /// The OS random number generator, for tokens. A failure is an error.
@@ -768,10 +756,9 @@ impl Client {
         self.confirmed(transport.release(op))
     }
 
-    /// A release counts once a majority confirmed it.
+    /// A release counts once a majority confirmed it (the core says).
     fn confirmed(&self, released: Released) -> Result<Released, Error> {
-        let quorum = self.shared.config.quorum(released.report.len());
-        if released.confirmed() >= quorum {
+        if released.is_confirmed() {
             Ok(released)
         } else {
             Err(Error::Unavailable(self.outcomes(released.report)))

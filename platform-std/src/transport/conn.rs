@@ -1,0 +1,250 @@
+//! A connection to one server: its state, buffers, the handshake's
+//! bookkeeping, and what is said of a refused server.
+
+use super::*;
+
+/// What a reply on a connection answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Expect {
+    /// A handshake step, judged by the core.
+    Handshake(Step),
+    /// A request of the operation with this serial, running in this slot.
+    Op { slot: u16, serial: u64 },
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum ConnState {
+    /// Not connected; may connect from `retry_at` on.
+    Down { retry_at: StdInstant },
+    /// Non-blocking connect in progress since `since`.
+    Connecting { since: StdInstant },
+    /// Connected.
+    Up,
+}
+
+/// One server's connection. Its invariants (checked by
+/// [`Conn::check_invariants`]):
+/// - `held` is not empty only while the handshake runs (`handshake_left >
+///   0`) on a connection that is not down: nothing but the handshake is
+///   written before the core judged every handshake reply good;
+/// - `releases_held` only while `held` is not empty;
+/// - the first `handshake_left` entries of `expect` are handshake steps.
+pub(super) struct Conn {
+    pub(super) url: ServerUrl,
+    pub(super) addrs: Vec<SocketAddr>,
+    /// When `addrs` was resolved.
+    pub(super) resolved_at: Option<StdInstant>,
+    /// The address of `addrs` the next connect tries: connects that fail
+    /// move on to the next one (a host name with an IPv6 and an IPv4
+    /// address, a server listening on one of them), and after all of them
+    /// start over, with the name resolved again if the list is older than
+    /// [`RESOLVE_AGAIN`].
+    pub(super) addr_next: usize,
+    pub(super) stream: Option<TcpStream>,
+    pub(super) state: ConnState,
+    pub(super) failures: u32,
+    /// Bytes waiting to be written.
+    pub(super) out: Vec<u8>,
+    /// Bytes read are `inbuf[..filled]`; the rest is room for reading, kept
+    /// initialised so that reads do not clear it each time.
+    pub(super) inbuf: Vec<u8>,
+    pub(super) filled: usize,
+    pub(super) expect: VecDeque<Expect>,
+    /// Handshake replies still awaited on this connection.
+    pub(super) handshake_left: usize,
+    /// When the handshake began (the connect completed): it must pass
+    /// within a connect timeout.
+    pub(super) handshake_since: StdInstant,
+    /// Requests queued while the handshake runs, written once it passed.
+    pub(super) held: Vec<u8>,
+    /// A release is among them: the last thread out waits for it.
+    pub(super) releases_held: bool,
+    /// A release may reconnect at once, in the backoff: the server was
+    /// reachable when the connection last failed. Cleared when a connect
+    /// fails, so that a dead host costs a release's wait once, not every
+    /// call.
+    pub(super) urgent_ok: bool,
+    pub(super) writable_interest: bool,
+    /// When the server's current incarnation began (core clock), from the
+    /// `INFO` of this connection's handshake.
+    pub(super) incarnation: Option<Instant>,
+    /// The server's `run_id` from its last handshake (its identity), kept
+    /// across reconnects until the next `INFO` says otherwise.
+    pub(super) run_id: Option<Vec<u8>>,
+    /// Why the server may not be used, since its last handshake failed
+    /// (with the server's own error text), until one passes.
+    pub(super) refused: Option<(SetupError, String)>,
+}
+
+/// The longest server error text kept for a report.
+pub(super) const MAX_ERROR_TEXT: usize = 200;
+
+impl core::fmt::Debug for Conn {
+    // By hand: `out` holds the `AUTH` command (the password) while the
+    // handshake is written; buffers show as lengths only.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Conn")
+            .field("url", &self.url)
+            .field("addrs", &self.addrs)
+            .field("state", &self.state)
+            .field("failures", &self.failures)
+            .field("out_len", &self.out.len())
+            .field("held_len", &self.held.len())
+            .field("filled", &self.filled)
+            .field("expect", &self.expect.len())
+            .field("handshake_left", &self.handshake_left)
+            .field("incarnation", &self.incarnation)
+            .field("refused", &self.refused.as_ref().map(|(why, _)| why))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Conn {
+    /// The invariants written at [`Conn`], in debug builds.
+    pub(super) fn check_invariants(&self) {
+        debug_assert!(
+            self.held.is_empty()
+                || (self.handshake_left > 0 && !matches!(self.state, ConnState::Down { .. })),
+            "requests held without a handshake running"
+        );
+        debug_assert!(!self.releases_held || !self.held.is_empty());
+        debug_assert!(
+            self.expect
+                .iter()
+                .take(self.handshake_left)
+                .all(|e| matches!(e, Expect::Handshake(_))),
+            "the handshake is not first"
+        );
+    }
+}
+
+/// C4: what a report says of a refused handshake: the core's reason, and the
+/// server's own error text (printable ASCII, cut to [`MAX_ERROR_TEXT`]).
+/// Never the password: a server may quote the arguments of a command it
+/// refuses (`ERR unknown command 'AUTH', with args beginning with: ...`),
+/// so the text stops at its first quote, and the password's bytes are
+/// blanked wherever they appear.
+pub(super) fn refusal_text(why: SetupError, reply: &Reply<'_>, password: Option<&[u8]>) -> String {
+    let Some(e) = reply.as_error() else {
+        return why.to_string();
+    };
+    let mut message = e.message().to_vec();
+    if let Some(quote) = message.iter().position(|&b| b == b'\'' || b == b'"') {
+        message.truncate(quote);
+    }
+    if let Some(pw) = password.filter(|p| !p.is_empty()) {
+        let mut k = 0;
+        while k + pw.len() <= message.len() {
+            if message[k..].starts_with(pw) {
+                message.splice(k..k + pw.len(), *b"***");
+                k += 3;
+            } else {
+                k += 1;
+            }
+        }
+    }
+    let text: String = message
+        .iter()
+        .take(MAX_ERROR_TEXT)
+        .map(|&b| {
+            if (0x20..0x7f).contains(&b) {
+                b as char
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    format!("{why}: {}", text.trim_end())
+}
+
+/// Who a connection is, for the duplicate check: the addresses its name
+/// resolved to, or the name itself while it resolves to nothing.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Identity<'a> {
+    Addr(SocketAddr),
+    Name(&'a str, u16),
+}
+
+pub(super) fn identities(c: &Conn) -> Vec<Identity<'_>> {
+    let mut ids: Vec<Identity<'_>> = c.addrs.iter().map(|&a| Identity::Addr(a)).collect();
+    ids.push(Identity::Name(c.url.host.as_str(), c.url.port));
+    ids
+}
+
+/// The first two connections to the same server (the core's rule).
+pub(super) fn same_server(conns: &[Conn]) -> Option<(usize, usize)> {
+    let ids: Vec<Vec<Identity<'_>>> = conns.iter().map(identities).collect();
+    let slices: Vec<&[Identity<'_>]> = ids.iter().map(Vec::as_slice).collect();
+    handshake::same_server(&slices).map(|(a, b)| (a.index(), b.index()))
+}
+
+/// Another connection to the same server as connection `i`, if any (the
+/// core's rule).
+pub(super) fn twin_of(conns: &[Conn], i: usize) -> Option<usize> {
+    let ids: Vec<Vec<Identity<'_>>> = conns.iter().map(identities).collect();
+    let slices: Vec<&[Identity<'_>]> = ids.iter().map(Vec::as_slice).collect();
+    handshake::twin_of(&slices, i).map(ServerId::index)
+}
+
+/// Why a connect could not start.
+#[derive(Debug)]
+pub(super) enum ConnectError {
+    /// The socket could not be opened, or the name not resolved.
+    Io(io::Error),
+    /// The server may not be used (with the text for the report).
+    Refused(SetupError, String),
+}
+
+impl From<io::Error> for ConnectError {
+    fn from(e: io::Error) -> ConnectError {
+        ConnectError::Io(e)
+    }
+}
+
+/// Starts a non-blocking connect to `conn`'s address `addr_next`, or the
+/// first of the next ones that takes it, registered for readiness. False
+/// when none is left (then `addr_next` is past the end of the list).
+pub(super) fn open_stream(conn: &mut Conn, registry: &Registry, token: Token) -> bool {
+    while let Some(&addr) = conn.addrs.get(conn.addr_next) {
+        let opened = TcpStream::connect(addr).and_then(|mut stream| {
+            registry.register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)?;
+            Ok(stream)
+        });
+        match opened {
+            Ok(stream) => {
+                conn.stream = Some(stream);
+                conn.writable_interest = true;
+                return true;
+            }
+            Err(e) => {
+                log::debug!("redlock: cannot connect to {addr} ({}): {e}", conn.url);
+                conn.addr_next = conn.addr_next.saturating_add(1);
+            }
+        }
+    }
+    false
+}
+
+/// The addresses of `url`'s host (a name lookup for a host name).
+pub(super) fn resolve(url: &ServerUrl) -> io::Result<Vec<SocketAddr>> {
+    Ok((url.host.as_str(), url.port).to_socket_addrs()?.collect())
+}
+
+/// Encodes into the end of `out`, growing it to the size the encoder asks for.
+pub(super) fn encode_growing(
+    out: &mut Vec<u8>,
+    f: impl Fn(&mut [u8]) -> Result<usize, redlock_core::redlock_resp::EncodeError>,
+) -> usize {
+    let start = out.len();
+    out.resize(start + 256, 0);
+    let n = match f(&mut out[start..]) {
+        Ok(n) => n,
+        Err(redlock_core::redlock_resp::EncodeError::BufferTooSmall { needed }) => {
+            out.resize(start + needed, 0);
+            f(&mut out[start..]).unwrap_or(0)
+        }
+        Err(_) => 0,
+    };
+    out.truncate(start + n);
+    n
+}

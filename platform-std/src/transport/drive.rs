@@ -1,0 +1,128 @@
+//! Driving operations: their deadlines, connection errors and requests.
+
+use super::*;
+
+impl<J: Job> State<J> {
+    /// The earliest deadline of any running operation or connect.
+    pub(super) fn next_deadline(&self, epoch: StdInstant) -> Option<StdInstant> {
+        let ops = bits(self.active)
+            .filter_map(|i| self.slots.get(i)?.deadline)
+            .min()
+            .map(|t| std_instant(epoch, t));
+        match (ops, self.connect_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// [`pump`](State::pump) for every running operation.
+    pub(super) fn pump_all(&mut self, now: Instant) {
+        for i in bits(self.active) {
+            self.pump(i, now);
+        }
+    }
+
+    /// Lets the operation in `slot` take its connection errors and expired
+    /// deadlines, queues what it wants to send, and marks it done once its
+    /// outcome is out and nothing is left to send.
+    pub(super) fn pump(&mut self, slot: usize, now: Instant) {
+        let Some(s) = self.slots.get_mut(slot) else {
+            return;
+        };
+        let serial = s.serial;
+        if let Some(mut op) = s.op.take() {
+            // Out of its slot while it sends, so that a connection failing
+            // meanwhile can still be recorded for it (in `conn_errors`).
+            let pumped = catch_unwind(AssertUnwindSafe(|| {
+                self.drive(&mut op, slot, serial, now);
+                (op.poll_outcome(), op.is_finished(), op.poll_timeout())
+            }));
+            let s = &mut self.slots[slot];
+            match pumped {
+                Ok((outcome, finished, deadline)) => {
+                    if s.outcome.is_none() {
+                        s.outcome = outcome;
+                    }
+                    s.deadline = deadline;
+                    s.done = s.outcome.is_some() && finished;
+                    // Dropped once done: later replies for it are stragglers.
+                    if !s.done {
+                        s.op = Some(op);
+                    }
+                }
+                Err(payload) => s.poison(payload),
+            }
+        }
+        let s = &mut self.slots[slot];
+        if s.done {
+            self.active &= !bit(slot);
+            if s.waiting {
+                self.to_wake |= bit(slot);
+            }
+        }
+    }
+
+    pub(super) fn drive(&mut self, op: &mut J, slot: usize, serial: u64, now: Instant) {
+        loop {
+            let errors = core::mem::take(&mut self.slots[slot].conn_errors);
+            for server in bits(u64::from(errors)) {
+                self.tell_down(op, server, now);
+            }
+            if op.poll_timeout().is_some_and(|d| now >= d) {
+                op.handle_timeout(now);
+            }
+            self.transmit(op, slot, serial, now);
+            // A connection that failed while sending: tell it, then go on.
+            if self.slots[slot].conn_errors == 0 {
+                break;
+            }
+        }
+    }
+
+    /// Queues what `op` wants to send.
+    pub(super) fn transmit(&mut self, op: &mut J, slot: usize, serial: u64, now: Instant) {
+        loop {
+            let t = match op.poll_transmit(now, &mut self.scratch) {
+                Ok(Some(t)) => t,
+                Ok(None) => break,
+                Err(EncodeError::BufferTooSmall { needed }) => {
+                    self.scratch.resize(needed, 0);
+                    continue;
+                }
+                Err(_) => break,
+            };
+            let i = t.server.index();
+            if self.conns[i].expect.len() >= MAX_OUTSTANDING {
+                log::warn!("redlock: {} stopped answering", self.conns[i].url);
+                self.fail(i);
+            }
+            // A release is delivered even to a server in its reconnect
+            // backoff: a key left there would block everyone until its ttl.
+            if !self.ensure_connecting(i, t.release) {
+                self.tell_down(op, i, now);
+                continue;
+            }
+            let conn = &mut self.conns[i];
+            // C1, fail closed: nothing but the handshake is written before the
+            // core judged every handshake reply good.
+            let queue = if conn.handshake_left > 0 {
+                conn.releases_held |= t.release;
+                &mut conn.held
+            } else {
+                // The operation is judged by the incarnation of the
+                // connection its request goes on (another call may have
+                // reconnected since the operation began). Behind a
+                // handshake, its INFO tells it.
+                if let Some(started) = conn.incarnation {
+                    op.set_incarnation(t.server, started);
+                }
+                &mut conn.out
+            };
+            queue.extend_from_slice(&self.scratch[..t.len]);
+            conn.expect.push_back(Expect::Op {
+                slot: slot as u16,
+                serial,
+            });
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! The combining leader: one thread at a time polls and drives every
+//! running operation; owners sleep until their call is finished.
+
+use super::*;
+
+/// What waits to be written, for the last thread out of the transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unwritten {
+    Nothing,
+    /// On a connection that is up, whose socket would have blocked.
+    Blocked,
+    /// A release held behind a connect or a handshake in progress.
+    Release,
+    /// Other requests held behind a connect or a handshake in progress.
+    Held,
+}
+
+impl<J: Job> Transport<J> {
+    /// Runs `op` to its outcome, and until it has sent what it still had to
+    /// send (the releases of a failed attempt), then returns the outcome.
+    pub(crate) fn run(&self, op: J) -> J::Output {
+        // Declared before the state lock's guard, so that when unwinding it
+        // is dropped after it (it takes the lock itself).
+        let mut guard = SlotGuard {
+            transport: self,
+            slot: 0,
+            leading: false,
+            armed: false,
+        };
+        let mut st = self.lock();
+        let slot = loop {
+            if let Some(s) = st.free.pop() {
+                break usize::from(s);
+            }
+            st.slot_waiters += 1;
+            st = relock(self.slot_free.wait(st));
+            st.slot_waiters -= 1;
+        };
+        st.serial += 1;
+        let serial = st.serial;
+        let s = &mut st.slots[slot];
+        s.serial = serial;
+        s.op = Some(op);
+        st.active |= bit(slot);
+        guard.slot = slot;
+        guard.armed = true;
+        // The first requests are queued at once. A leader in `poll` writes
+        // them (woken once per poll, for every caller that queues); without
+        // a leader, this thread leads and writes them before it polls.
+        st.pump(slot, self.now());
+        if st.polling && !st.woken {
+            st.woken = true;
+            let _ = self.waker.wake();
+        }
+        while !st.slots[slot].done {
+            if guard.leading || !st.leader {
+                st.leader = true;
+                guard.leading = true;
+                st = self.lead(st, Some(slot), None);
+            } else {
+                st.slots[slot].waiting = true;
+                st = relock(self.wakeups[slot].wait(st));
+                st.slots[slot].waiting = false;
+            }
+        }
+        if guard.leading || !st.leader {
+            // The last thread out writes what is still queued (a write that
+            // would have blocked, or a release behind a connect or a
+            // handshake), so that it does not wait for the next call: at
+            // most for a connect timeout on a connection that is up, and for
+            // about a request's timeout behind a connect or a handshake (a
+            // host that drops connects costs that once: a release does not
+            // reconnect at once after a failed connect).
+            let started = StdInstant::now();
+            while st.active == 0 {
+                // What can be written now is, first: a pass as the leader
+                // would write it and then sleep until some event.
+                st.flush_all();
+                let until = match st.unwritten() {
+                    Unwritten::Nothing => break,
+                    Unwritten::Blocked => started + st.config.connect_timeout,
+                    Unwritten::Release => started + st.config.delivery_grace,
+                    Unwritten::Held => started + HELD_GRACE,
+                };
+                if StdInstant::now() >= until {
+                    break;
+                }
+                st.leader = true;
+                guard.leading = true;
+                st = self.lead(st, None, Some(until));
+            }
+        }
+        guard.armed = false;
+        let s = &mut st.slots[slot];
+        let (outcome, panic) = (s.outcome.take(), s.panic.take());
+        self.finish(st, slot, guard.leading);
+        match (outcome, panic) {
+            (_, Some(payload)) => resume_unwind(payload),
+            (Some(outcome), None) => outcome,
+            // `done` is set with an outcome or a panic.
+            (None, None) => unreachable!("an operation done without an outcome"),
+        }
+    }
+
+    /// Frees `slot`, hands the leader role on if this thread had it, and
+    /// wakes whoever must run: owners of finished operations, and an owner
+    /// to lead if operations are left without a leader.
+    pub(super) fn finish(&self, mut st: MutexGuard<'_, State<J>>, slot: usize, leading: bool) {
+        if let Some(s) = st.slots.get_mut(slot) {
+            s.serial = 0;
+            s.op = None;
+            s.outcome = None;
+            s.conn_errors = 0;
+            s.deadline = None;
+            s.done = false;
+            s.panic = None;
+            s.waiting = false;
+        }
+        st.active &= !bit(slot);
+        st.free.push(slot as u16);
+        if st.slot_waiters > 0 {
+            self.slot_free.notify_one();
+        }
+        if leading {
+            st.leader = false;
+            // What the last pass queued goes out now, not when the next
+            // leader polls.
+            st.flush_all();
+        }
+        let mut wake = core::mem::take(&mut st.to_wake);
+        if !st.leader {
+            // Someone must poll for the operations still running: an owner
+            // that waits takes the role when it wakes.
+            let waiting = bits(st.active).find(|&i| st.slots[i].waiting && !st.slots[i].done);
+            if let Some(next) = waiting {
+                wake |= bit(next);
+            }
+        }
+        drop(st);
+        self.wake(wake);
+    }
+
+    /// Wakes the owners of the slots in `mask`.
+    pub(super) fn wake(&self, mask: u64) {
+        for i in bits(mask) {
+            if let Some(cv) = self.wakeups.get(i) {
+                cv.notify_one();
+            }
+        }
+    }
+
+    /// One round as the leader: write what is queued, poll without the state
+    /// lock (after waking the owners of finished operations), then finish
+    /// connects, hand the replies of ready sockets to their operations, and
+    /// let every running operation check its deadlines and send. Returns at
+    /// once if the leader's own operation (`own`) is done; polls at most
+    /// until `cap`.
+    pub(super) fn lead<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State<J>>,
+        own: Option<usize>,
+        cap: Option<StdInstant>,
+    ) -> MutexGuard<'a, State<J>> {
+        loop {
+            st.flush_all();
+            if !st.errors_untold() {
+                break;
+            }
+            // A connection failed since the last pass (a caller's send, the
+            // last write of the previous pass, or the write just above; a
+            // failed socket is deregistered, so no event would tell): its
+            // operations learn it now, not at their next deadline. Each turn
+            // needs a new failure, and a failed connection stays down for a
+            // backoff: this ends.
+            st.pump_all(self.now());
+            if own.is_some_and(|o| st.slots[o].done) {
+                return st;
+            }
+        }
+        let deadline = match (st.next_deadline(self.epoch), cap) {
+            (Some(d), Some(c)) => Some(d.min(c)),
+            (d, c) => d.or(c),
+        };
+        st.polling = true;
+        let wake = core::mem::take(&mut st.to_wake);
+        drop(st);
+        // Woken once the lock is free, so that they do not wake only to
+        // wait for it.
+        self.wake(wake);
+        let mut ready = 0u64;
+        {
+            let mut poller = relock(self.poller.lock());
+            let Poller { poll, events } = &mut *poller;
+            let timeout = deadline.map(|d| d.saturating_duration_since(StdInstant::now()));
+            // Spurious wake-ups and EINTR are harmless: everything is re-checked.
+            if let Err(e) = poll.poll(events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    // Not expected (the poll's descriptor is ours); whatever
+                    // it is, the leader must not spin on it: it waits a
+                    // little, and the operations' deadlines still end them.
+                    log::warn!("redlock: poll failed: {e}");
+                    events.clear();
+                    std::thread::sleep(timeout.unwrap_or(POLL_RETRY).min(POLL_RETRY));
+                }
+            }
+            for event in events.iter() {
+                if event.token() != WAKE {
+                    ready |= bit(event.token().0);
+                }
+            }
+        }
+        let mut st = self.lock();
+        st.polling = false;
+        st.woken = false;
+        let now = self.now();
+        st.progress_connects();
+        st.read_ready(ready, now);
+        st.pump_all(now);
+        st.flush_all();
+        st
+    }
+}
+
+/// Frees the slot (and the leader role) if the caller unwinds.
+pub(super) struct SlotGuard<'a, J: Job> {
+    pub(super) transport: &'a Transport<J>,
+    pub(super) slot: usize,
+    pub(super) leading: bool,
+    pub(super) armed: bool,
+}
+
+impl<J: Job> Drop for SlotGuard<'_, J> {
+    fn drop(&mut self) {
+        if self.armed {
+            let mut st = self.transport.lock();
+            if self.leading {
+                st.polling = false;
+                st.woken = false;
+            }
+            self.transport.finish(st, self.slot, self.leading);
+        }
+    }
+}

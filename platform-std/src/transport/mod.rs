@@ -1,0 +1,343 @@
+//! One mio `Poll` over N non-blocking TCP connections, shared by every thread
+//! that uses the client, driving core operations.
+//!
+//! For each operation, every request is written to every server first, then
+//! replies are read as they come (SPEC A2), under the deadlines the core hands
+//! out. Connections are opened lazily, with a connect timeout, and re-opened
+//! with backoff after errors. Each (re)connect pipelines the core's
+//! handshake (`AUTH`, `SELECT`, `SCRIPT LOAD` of every script, `INFO
+//! server`), and holds the operations' requests until every handshake reply
+//! was judged good by the core (fail closed: a `SET` must never run in the
+//! wrong database or as the wrong user): a handshake error closes the
+//! connection, and the operations waiting on it learn why. Replies are
+//! matched to requests in order per connection; a reply for no request, or
+//! bytes that do not parse, close that connection.
+//!
+//! # Many threads, one connection per server (a combining leader)
+//!
+//! A caller moves its operation into a *slot* of the shared state, queues its
+//! first requests on the servers' connections (tagged with the slot and the
+//! operation's serial, so requests of many threads are pipelined on one
+//! connection and replies are matched in order), and waits. One thread at a
+//! time is the *leader*: it waits in `Poll::poll` without holding the state
+//! lock, then reads every ready socket and hands each reply straight to the
+//! operation it answers, *whoever's it is*; it checks every operation's
+//! deadlines, queues what they want to send next, and writes everything
+//! queued in one write per socket. An operation's owner is woken once, when
+//! its operation is finished, and takes the outcome. A caller that queues
+//! requests while the leader polls wakes it (a `mio::Waker`, once per poll).
+//! When the leader's own operation ends it hands the role to a waiting owner.
+//!
+//! So with many threads, each operation costs its owner one sleep and one
+//! wake-up, and the sockets see batches: the work of the protocol is done by
+//! one thread at a time, as an event loop would, behind a blocking API.
+//!
+//! A thread alone is always the leader: it never waits on a condition
+//! variable, never uses the waker, and allocates nothing per operation.
+//!
+//! An operation that panics (the core's do not) is dropped; its owner's call
+//! panics with the same payload, on the owner's own thread.
+//!
+//! # Layout
+//!
+//! - `mod.rs`: [`Transport`], the state behind its lock, construction, the
+//!   clock, the constants;
+//! - `leader.rs`: the combining leader (`run`, `lead`, `finish`, the last
+//!   thread out);
+//! - `slots.rs`: the slots where running operations live;
+//! - `drive.rs`: driving an operation (deadlines, connection errors, what
+//!   it sends, which queue a request goes to);
+//! - `wire.rs`: connects, the handshake the core plans and judges, writes,
+//!   reads, and handing replies to their operations;
+//! - `conn.rs`: one connection's state and buffers, and what is said of a
+//!   refused server (never its password).
+
+use alloc::collections::VecDeque;
+use core::any::Any;
+use core::net::SocketAddr;
+use core::panic::AssertUnwindSafe;
+use std::io::{self, Read, Write};
+use std::net::ToSocketAddrs;
+use std::panic::{catch_unwind, resume_unwind};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Instant as StdInstant;
+
+use core::time::Duration as StdDuration;
+
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Registry, Token, Waker};
+use redlock_core::handshake::{self, Plan, SetupError, Step, Verdict};
+use redlock_core::redlock_resp::script;
+use redlock_core::redlock_resp::{EncodeError, Limits, Parser, Reply, Status, encode};
+use redlock_core::{Instant, Operation, ServerId, Servers};
+
+use crate::url::ServerUrl;
+
+/// An operation the transport can run: a core [`Operation`] that also takes
+/// what the connections learn about server restarts.
+pub(crate) trait Job: Operation<Output: core::fmt::Debug> + core::fmt::Debug {
+    /// `server`'s current incarnation began at `started` (core clock), as
+    /// read from `INFO server` on (re)connect, ahead of this operation's
+    /// requests on that connection.
+    fn set_incarnation(&mut self, server: ServerId, started: Instant);
+}
+
+/// Connection tunables.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ConnConfig {
+    pub(crate) connect_timeout: StdDuration,
+    pub(crate) backoff_min: StdDuration,
+    pub(crate) backoff_max: StdDuration,
+    pub(crate) limits: Limits,
+    /// The restart guard is on: `INFO` must answer, with an uptime.
+    pub(crate) info_required: bool,
+    /// How long the last thread out of a call waits for a connect or a
+    /// handshake in progress, so that what is queued behind it (the
+    /// releases of a failed attempt, or of an unlock, to a server that was
+    /// reconnecting) goes out within about a request's timeout.
+    pub(crate) delivery_grace: StdDuration,
+}
+
+/// Everything behind the state lock.
+#[derive(Debug)]
+struct State<J: Job> {
+    registry: Registry,
+    conns: Vec<Conn>,
+    parser: Parser,
+    scratch: Vec<u8>,
+    serial: u64,
+    slots: Vec<Slot<J>>,
+    free: Vec<u16>,
+    /// Slots with an operation that is not done (bit i = slot i).
+    active: u64,
+    /// Slots whose operation is done and whose owner waits: to be woken.
+    to_wake: u64,
+    /// Threads waiting for a free slot.
+    slot_waiters: usize,
+    /// Some thread is the leader.
+    leader: bool,
+    /// The leader is in `Poll::poll` (without the state lock).
+    polling: bool,
+    /// The waker was used since the leader last polled.
+    woken: bool,
+    config: ConnConfig,
+}
+
+#[derive(Debug)]
+struct Poller {
+    poll: Poll,
+    events: Events,
+}
+
+/// The N connections, their poll, and the slots of running operations.
+#[derive(Debug)]
+pub(crate) struct Transport<J: Job> {
+    state: Mutex<State<J>>,
+    /// Only the leader locks it, without holding the state lock.
+    poller: Mutex<Poller>,
+    waker: Waker,
+    /// Slot i's owner waits on `wakeups[i]`.
+    wakeups: Box<[Condvar]>,
+    slot_free: Condvar,
+    /// The origin of the core's clock.
+    epoch: StdInstant,
+}
+
+const READ_CHUNK: usize = 16 * 1024;
+
+/// At most this many operations run at once on one client; more threads
+/// wait for a slot.
+const MAX_SLOTS: usize = 64;
+
+// Bit i of the slot masks (`active`, `to_wake`, a u64) is slot i: every
+// slot has its bit.
+const _: () = assert!(MAX_SLOTS <= u64::BITS as usize);
+// Bit i of a slot's connection-error mask (a u16) is server i.
+const _: () = assert!(redlock_core::MAX_SERVERS <= u16::BITS as usize);
+
+/// How long the leader waits before polling again after the poll failed.
+const POLL_RETRY: StdDuration = StdDuration::from_millis(10);
+
+const WAKE: Token = Token(usize::MAX);
+
+/// A host name is resolved again, after connects to all of its addresses
+/// failed, at most this often.
+const RESOLVE_AGAIN: StdDuration = StdDuration::from_secs(30);
+
+/// How long the last thread out waits for requests other than releases held
+/// behind a connect or a handshake (the `SET` to a server the quorum did not
+/// wait for): a working server on a LAN passes its handshake much faster; a
+/// stalled one must not cost every call more.
+const HELD_GRACE: StdDuration = StdDuration::from_millis(20);
+
+/// The core's clock reads this many microseconds when the transport is made
+/// (20 years), so that instants before it, such as when a server that has
+/// been up for months started, are representable for the restart guard.
+pub(crate) const CLOCK_ORIGIN_MICROS: u64 = 20 * 365 * 24 * 3600 * 1_000_000;
+
+/// Requests one connection may have unanswered; past this the server is
+/// considered stuck and the connection is closed (bounded memory when a
+/// server stops answering, e.g. SIGSTOP). Running operations send at most 8
+/// each, so 64 slots stay well below it.
+const MAX_OUTSTANDING: usize = 1024;
+
+fn relock<T>(r: Result<T, PoisonError<T>>) -> T {
+    // Operations run under `catch_unwind`, so the lock is poisoned only by a
+    // bug of the transport itself; its state is still consistent enough to
+    // go on (every operation re-checks its own).
+    r.unwrap_or_else(PoisonError::into_inner)
+}
+
+fn bit(i: usize) -> u64 {
+    1u64.checked_shl(i as u32).unwrap_or(0)
+}
+
+/// The indices of the bits set in `mask`, lowest first.
+fn bits(mut mask: u64) -> impl Iterator<Item = usize> {
+    core::iter::from_fn(move || {
+        if mask == 0 {
+            return None;
+        }
+        let i = mask.trailing_zeros() as usize;
+        mask &= mask - 1;
+        Some(i)
+    })
+}
+
+impl<J: Job> Transport<J> {
+    pub(crate) fn new(urls: &[ServerUrl], mut config: ConnConfig) -> io::Result<Transport<J>> {
+        // `Instant + connect_timeout` must not overflow (`Duration::MAX`).
+        config.connect_timeout = config.connect_timeout.min(StdDuration::from_secs(1 << 32));
+        let now = StdInstant::now();
+        let conns = urls
+            .iter()
+            .map(|url| Conn {
+                url: url.clone(),
+                // Resolved here, outside the state lock (a name lookup may
+                // block); if it fails now, the first connect tries again.
+                addrs: resolve(url).unwrap_or_default(),
+                resolved_at: Some(now),
+                addr_next: 0,
+                stream: None,
+                state: ConnState::Down { retry_at: now },
+                failures: 0,
+                out: Vec::with_capacity(1024),
+                // Room for a chunk read behind a partial reply without growing.
+                inbuf: vec![0u8; 2 * READ_CHUNK],
+                filled: 0,
+                expect: VecDeque::with_capacity(16),
+                handshake_left: 0,
+                handshake_since: now,
+                held: Vec::new(),
+                releases_held: false,
+                urgent_ok: true,
+                writable_interest: false,
+                incarnation: None,
+                run_id: None,
+                refused: None,
+            })
+            .collect();
+        let poll = Poll::new()?;
+        let waker = Waker::new(poll.registry(), WAKE)?;
+        let registry = poll.registry().try_clone()?;
+        let state = State {
+            registry,
+            conns,
+            parser: Parser::new(config.limits),
+            scratch: vec![0u8; 4096],
+            serial: 0,
+            slots: (0..MAX_SLOTS).map(|_| Slot::new()).collect(),
+            free: (0..MAX_SLOTS as u16).rev().collect(),
+            active: 0,
+            to_wake: 0,
+            slot_waiters: 0,
+            leader: false,
+            polling: false,
+            woken: false,
+            config,
+        };
+        Ok(Transport {
+            state: Mutex::new(state),
+            poller: Mutex::new(Poller {
+                poll,
+                events: Events::with_capacity(64),
+            }),
+            waker,
+            wakeups: (0..MAX_SLOTS).map(|_| Condvar::new()).collect(),
+            slot_free: Condvar::new(),
+            epoch: now,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<J>> {
+        relock(self.state.lock())
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.lock().conns.len()
+    }
+
+    /// The std instant at which the core's clock reads [`CLOCK_ORIGIN_MICROS`].
+    pub(crate) fn epoch(&self) -> StdInstant {
+        self.epoch
+    }
+
+    /// The core's clock: microseconds since the transport was made.
+    pub(crate) fn now(&self) -> Instant {
+        core_instant(self.epoch, StdInstant::now())
+    }
+
+    /// The URL of `server`.
+    pub(crate) fn url(&self, server: usize) -> Option<ServerUrl> {
+        self.lock().conns.get(server).map(|c| c.url.clone())
+    }
+
+    /// The server's own error text from the last failed handshake of
+    /// `server`, while it is refused.
+    pub(crate) fn refusal(&self, server: usize) -> Option<String> {
+        let st = self.lock();
+        let conn = st.conns.get(server)?;
+        conn.refused.as_ref().map(|(_, text)| text.clone())
+    }
+
+    /// The first two entries that are the same server by the addresses
+    /// their names resolved to (or, unresolved, by the same name), with the
+    /// address they share.
+    pub(crate) fn same_server(&self) -> Option<(usize, usize)> {
+        let st = self.lock();
+        same_server(&st.conns)
+    }
+
+    /// `base` with when each server's current incarnation began, as far as
+    /// the connections know.
+    pub(crate) fn servers(&self, mut base: Servers) -> Servers {
+        let st = self.lock();
+        for (i, c) in st.conns.iter().enumerate() {
+            if let Some(started) = c.incarnation {
+                base.set_incarnation(ServerId(i as u8), started);
+            }
+        }
+        base
+    }
+}
+
+fn core_instant(epoch: StdInstant, t: StdInstant) -> Instant {
+    let since = t.saturating_duration_since(epoch).as_micros() as u64;
+    Instant::from_micros(CLOCK_ORIGIN_MICROS.saturating_add(since))
+}
+
+fn std_instant(epoch: StdInstant, t: Instant) -> StdInstant {
+    epoch + StdDuration::from_micros(t.as_micros().saturating_sub(CLOCK_ORIGIN_MICROS))
+}
+
+mod conn;
+mod drive;
+mod leader;
+mod slots;
+#[cfg(test)]
+mod tests;
+mod wire;
+
+use conn::*;
+use leader::*;
+use slots::*;

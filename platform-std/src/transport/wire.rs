@@ -1,0 +1,568 @@
+//! Moving bytes: connects, the handshake, writes, reads, and the replies
+//! handed to the operations or to the core's judge of the handshake.
+
+use super::*;
+
+impl<J: Job> State<J> {
+    /// Tells `op` that server `i` is down: refused (its handshake failed,
+    /// or it is a duplicate), or its connection failed.
+    pub(super) fn tell_down(&self, op: &mut J, i: usize, now: Instant) {
+        let server = ServerId(i as u8);
+        match self.conns.get(i).and_then(|c| c.refused.as_ref()) {
+            Some((why, _)) => op.handle_setup_error(now, server, *why),
+            None => op.handle_connection_error(now, server),
+        }
+    }
+
+    /// Makes sure server `i` is connected or connecting (starting a connect,
+    /// with its handshake queued, if allowed; `urgent` ignores the reconnect
+    /// backoff). False if it is down and may not be retried yet, or the
+    /// connect failed at once.
+    pub(super) fn ensure_connecting(&mut self, i: usize, urgent: bool) -> bool {
+        let now = StdInstant::now();
+        match self.conns[i].state {
+            ConnState::Up | ConnState::Connecting { .. } => return true,
+            // A refused server waits for its backoff whatever the request
+            // (no AUTH storm), and so does one whose last connect failed.
+            ConnState::Down { retry_at }
+                if now < retry_at
+                    && !(urgent && self.conns[i].urgent_ok && self.conns[i].refused.is_none()) =>
+            {
+                return false;
+            }
+            ConnState::Down { .. } => {}
+        }
+        match self.connect(i) {
+            Ok(()) => {
+                // A leader in `poll` is woken (a request is queued behind
+                // the handshake) and learns the connect deadline.
+                log::debug!("redlock: connecting to {}", self.conns[i].url);
+                true
+            }
+            Err(ConnectError::Io(e)) => {
+                log::warn!("redlock: cannot connect to {}: {e}", self.conns[i].url);
+                self.fail(i);
+                false
+            }
+            Err(ConnectError::Refused(why, text)) => {
+                log::warn!("redlock: not using {}: {text}", self.conns[i].url);
+                self.fail_because(i, Some((why, text)));
+                false
+            }
+        }
+    }
+
+    pub(super) fn connect(&mut self, i: usize) -> Result<(), ConnectError> {
+        let conn = &mut self.conns[i];
+        if conn.addr_next >= conn.addrs.len() {
+            conn.addr_next = 0;
+            // Resolved again under the state lock (a name lookup blocks
+            // every caller meanwhile): only when there is no address, or
+            // rarely.
+            let stale = conn
+                .resolved_at
+                .is_none_or(|t| t.elapsed() >= RESOLVE_AGAIN);
+            if conn.addrs.is_empty() || stale {
+                conn.resolved_at = Some(StdInstant::now());
+                conn.addrs = resolve(&conn.url)?;
+            }
+        }
+        // A name that now resolves to another entry's server must not give
+        // that server a second vote (checked on every connect: a refused
+        // entry keeps its addresses until it resolves again).
+        if let Some(other) = twin_of(&self.conns, i) {
+            let text = format!(
+                "{} resolves to the same server as {}",
+                self.conns[i].url.address(),
+                self.conns[other].url.address()
+            );
+            return Err(ConnectError::Refused(
+                SetupError::SameServer(ServerId(other as u8)),
+                text,
+            ));
+        }
+        let conn = &mut self.conns[i];
+        if conn.addrs.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::NotFound, "no address").into());
+        }
+        if !open_stream(conn, &self.registry, Token(i)) {
+            return Err(io::Error::other("no address took a connection").into());
+        }
+        let conn = &mut self.conns[i];
+        conn.state = ConnState::Connecting {
+            since: StdInstant::now(),
+        };
+        conn.out.clear();
+        conn.held.clear();
+        conn.releases_held = false;
+        conn.filled = 0;
+        conn.expect.clear();
+        // A new connection may be a new incarnation: known again once its
+        // INFO is read.
+        conn.incarnation = None;
+        // The handshake goes first on the new connection, as the core plans it.
+        let url = conn.url.clone();
+        let plan = Plan {
+            auth: url.password.is_some(),
+            select: url.db != 0,
+            info_required: self.config.info_required,
+        };
+        let mut scripts = script::ALL.iter();
+        for step in handshake::steps(plan) {
+            let source = match step {
+                Step::ScriptLoad => scripts.next().map_or("", |s| s.source),
+                _ => "",
+            };
+            encode_growing(&mut conn.out, |b| match step {
+                Step::Auth => {
+                    let pw = url.password.as_ref().map_or(&[][..], |p| p.expose());
+                    match &url.user {
+                        Some(user) => encode::auth_user(b, user.as_bytes(), pw),
+                        None => encode::auth(b, pw),
+                    }
+                }
+                Step::Select => encode::select(b, u64::from(url.db)),
+                Step::ScriptLoad => encode::script_load(b, source.as_bytes()),
+                _ => encode::info(b, Some(b"server")),
+            });
+            conn.expect.push_back(Expect::Handshake(step));
+        }
+        conn.handshake_left = conn.expect.len();
+        Ok(())
+    }
+
+    /// A connect that failed moves on to the host's next address at once,
+    /// with the handshake and the requests queued behind it (nothing was
+    /// written yet); with no address left, the connection fails.
+    pub(super) fn fail_connect(&mut self, i: usize) {
+        let conn = &mut self.conns[i];
+        if let Some(mut s) = conn.stream.take() {
+            let _ = self.registry.deregister(&mut s);
+        }
+        conn.addr_next = conn.addr_next.saturating_add(1);
+        if open_stream(conn, &self.registry, Token(i)) {
+            log::debug!("redlock: connecting to the next address of {}", conn.url);
+            conn.state = ConnState::Connecting {
+                since: StdInstant::now(),
+            };
+        } else {
+            self.fail(i);
+        }
+    }
+
+    /// Closes server `i`'s connection after an error; it may reconnect after
+    /// an exponential backoff. Every operation with requests on it is told
+    /// (at its next pump).
+    pub(super) fn fail(&mut self, i: usize) {
+        self.fail_because(i, None);
+    }
+
+    /// [`fail`](State::fail), with why the server is refused (its handshake
+    /// failed, with the server's text), if it is.
+    pub(super) fn fail_because(&mut self, i: usize, refused: Option<(SetupError, String)>) {
+        let State {
+            conns,
+            slots,
+            registry,
+            config,
+            ..
+        } = self;
+        let Some(conn) = conns.get_mut(i) else {
+            return;
+        };
+        if conn.stream.is_some() {
+            log::warn!(
+                "redlock: closing the connection to {} after an error",
+                conn.url
+            );
+        }
+        if let Some(mut s) = conn.stream.take() {
+            let _ = registry.deregister(&mut s);
+        }
+        for e in &conn.expect {
+            if let Expect::Op { slot, serial } = *e {
+                if let Some(s) = slots.get_mut(usize::from(slot)) {
+                    if s.serial == serial {
+                        s.conn_errors |= 1u16.checked_shl(i as u32).unwrap_or(0);
+                    }
+                }
+            }
+        }
+        if conn.state != ConnState::Up {
+            // This address did not take a connection: the next connect tries
+            // the next one; a release no longer reconnects at once.
+            conn.addr_next = conn.addr_next.saturating_add(1);
+            conn.urgent_ok = false;
+        }
+        conn.failures = conn.failures.saturating_add(1);
+        let shift = conn.failures.min(16) - 1;
+        let backoff = config
+            .backoff_min
+            .saturating_mul(1 << shift)
+            .min(config.backoff_max);
+        conn.state = ConnState::Down {
+            retry_at: StdInstant::now() + backoff,
+        };
+        conn.out.clear();
+        conn.held.clear();
+        conn.releases_held = false;
+        conn.filled = 0;
+        conn.expect.clear();
+        conn.handshake_left = 0;
+        conn.writable_interest = false;
+        conn.refused = refused;
+        conn.check_invariants();
+    }
+
+    /// What the last thread out must still write: bytes on a connection
+    /// that is up (its socket would have blocked), a release held behind a
+    /// connect or a handshake, or other requests held there (given a short
+    /// grace: a working server passes its handshake within a round trip;
+    /// what a stalled one holds goes out with a later call, in order, so a
+    /// release still follows its `SET`).
+    pub(super) fn unwritten(&self) -> Unwritten {
+        if self
+            .conns
+            .iter()
+            .any(|c| c.state == ConnState::Up && !c.out.is_empty())
+        {
+            Unwritten::Blocked
+        } else if self.conns.iter().any(|c| c.releases_held) {
+            Unwritten::Release
+        } else if self.conns.iter().any(|c| !c.held.is_empty()) {
+            Unwritten::Held
+        } else {
+            Unwritten::Nothing
+        }
+    }
+
+    /// True when some running operation has a connection error to learn.
+    pub(super) fn errors_untold(&self) -> bool {
+        bits(self.active).any(|i| self.slots.get(i).is_some_and(|s| s.conn_errors != 0))
+    }
+
+    pub(super) fn flush_all(&mut self) {
+        for i in 0..self.conns.len() {
+            if self.conns[i].state == ConnState::Up
+                && !self.conns[i].out.is_empty()
+                && self.flush(i).is_err()
+            {
+                self.fail(i);
+            }
+        }
+    }
+
+    /// Writes until `WouldBlock`; writable interest only while bytes wait.
+    pub(super) fn flush(&mut self, i: usize) -> io::Result<()> {
+        let conn = &mut self.conns[i];
+        let Some(stream) = conn.stream.as_mut() else {
+            return Ok(());
+        };
+        let mut written = 0;
+        while written < conn.out.len() {
+            match stream.write(&conn.out[written..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        conn.out.drain(..written);
+        let want = !conn.out.is_empty();
+        if want != conn.writable_interest {
+            let interest = if want {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                Interest::READABLE
+            };
+            self.registry.reregister(stream, Token(i), interest)?;
+            conn.writable_interest = want;
+        }
+        Ok(())
+    }
+
+    /// The earliest connect timeout of a connect in progress.
+    pub(super) fn connect_deadline(&self) -> Option<StdInstant> {
+        self.conns
+            .iter()
+            .filter_map(|c| match c.state {
+                ConnState::Connecting { since } => Some(since + self.config.connect_timeout),
+                ConnState::Up if c.handshake_left > 0 => {
+                    Some(c.handshake_since + self.config.connect_timeout)
+                }
+                _ => None,
+            })
+            .min()
+    }
+
+    /// Finishes non-blocking connects (`take_error`, `peer_addr`), and
+    /// fails those past the connect timeout, and handshakes that did not
+    /// pass within a connect timeout (a server that takes connections but
+    /// does not answer).
+    pub(super) fn progress_connects(&mut self) {
+        for i in 0..self.conns.len() {
+            let conn = &self.conns[i];
+            if conn.state == ConnState::Up
+                && conn.handshake_left > 0
+                && StdInstant::now() >= conn.handshake_since + self.config.connect_timeout
+            {
+                log::warn!("redlock: {} did not answer its handshake in time", conn.url);
+                self.fail(i);
+                continue;
+            }
+            let ConnState::Connecting { since } = self.conns[i].state else {
+                continue;
+            };
+            let stream = self.conns[i].stream.as_ref();
+            let done = match stream.map(|s| (s.take_error(), s.peer_addr())) {
+                Some((Ok(None), Ok(_))) => Some(true),
+                Some((Ok(Some(_)) | Err(_), _)) => Some(false),
+                Some((Ok(None), Err(e))) if e.kind() == io::ErrorKind::NotConnected => None,
+                _ => Some(false),
+            };
+            match done {
+                Some(true) => {
+                    let conn = &mut self.conns[i];
+                    log::debug!("redlock: connected to {}", conn.url);
+                    conn.state = ConnState::Up;
+                    conn.handshake_since = StdInstant::now();
+                    if let Some(s) = conn.stream.as_ref() {
+                        let _ = s.set_nodelay(true);
+                    }
+                    if self.flush(i).is_err() {
+                        self.fail(i);
+                    }
+                }
+                Some(false) => self.fail_connect(i),
+                None if StdInstant::now() >= since + self.config.connect_timeout => {
+                    self.fail_connect(i)
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// Reads the sockets the poll reported ready and hands their replies to
+    /// the operations they answer.
+    pub(super) fn read_ready(&mut self, ready: u64, now: Instant) {
+        for i in 0..self.conns.len() {
+            // Only sockets the poll reported: each is read until WouldBlock
+            // (mio is edge-triggered), the others would read nothing.
+            if self.conns[i].state != ConnState::Up || ready & bit(i) == 0 {
+                continue;
+            }
+            loop {
+                let read = self.read(i);
+                // Parse what arrived, even before an error, then close on error.
+                let before = self.conns[i].filled;
+                let routed = self.dispatch(i, now);
+                if let Err(refused) = routed {
+                    self.fail_because(i, refused);
+                    break;
+                }
+                if read.is_err() {
+                    self.fail(i);
+                    break;
+                }
+                if matches!(read, Ok(true)) {
+                    break;
+                }
+                // The read stopped at the frame limit, before `WouldBlock`:
+                // more may wait (and no new edge would announce it). If no
+                // reply completed, a frame is larger than the limit.
+                if self.conns[i].filled == before {
+                    log::warn!(
+                        "redlock: {} sent a reply over the size limit",
+                        self.conns[i].url
+                    );
+                    self.fail(i);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Reads until `WouldBlock` (true), or until the frame limit is
+    /// buffered (false: parse, then read again).
+    pub(super) fn read(&mut self, i: usize) -> io::Result<bool> {
+        let limits = self.config.limits;
+        let limit = limits
+            .max_frame_len
+            .saturating_add(limits.max_line_len)
+            .saturating_add(READ_CHUNK);
+        let conn = &mut self.conns[i];
+        let Some(stream) = conn.stream.as_mut() else {
+            return Ok(true);
+        };
+        loop {
+            if conn.filled >= limit {
+                return Ok(false);
+            }
+            if conn.inbuf.len().saturating_sub(conn.filled) < READ_CHUNK {
+                // Grows only while a reply larger than the buffer comes in.
+                conn.inbuf.resize(conn.filled + READ_CHUNK, 0);
+            }
+            let room = conn.inbuf.get_mut(conn.filled..).unwrap_or_default();
+            match stream.read(room) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => conn.filled += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Parses every complete reply on connection `i` and hands each to the
+    /// operation it answers, or to the core's judge of the handshake. `Err`
+    /// when the connection must be closed: the stream is out of step or
+    /// does not parse (`None`), or the handshake failed (why, with the
+    /// server's text).
+    pub(super) fn dispatch(
+        &mut self,
+        i: usize,
+        now: Instant,
+    ) -> Result<(), Option<(SetupError, String)>> {
+        let State {
+            conns,
+            parser,
+            slots,
+            config,
+            ..
+        } = self;
+        let plan = Plan {
+            auth: false,
+            select: false,
+            info_required: config.info_required,
+        };
+        let (before, rest) = conns.split_at_mut(i);
+        let Some((conn, after)) = rest.split_first_mut() else {
+            return Ok(());
+        };
+        let server = ServerId(i as u8);
+        let mut used_total = 0;
+        let result = loop {
+            let input = conn.inbuf.get(used_total..conn.filled).unwrap_or(&[]);
+            let (reply, used) = match parser.parse(input) {
+                Ok(Status::Complete(x)) => x,
+                Ok(Status::Incomplete) => break Ok(()),
+                Err(e) => {
+                    log::warn!("redlock: bad reply from {}: {e}", conn.url);
+                    break Err(None);
+                }
+            };
+            used_total += used;
+            if reply.is_push() {
+                continue;
+            }
+            let Some(expect) = conn.expect.pop_front() else {
+                // A reply for no request: the stream is out of step.
+                log::warn!("redlock: {} sent a reply for no request", conn.url);
+                break Err(None);
+            };
+            let step = match expect {
+                Expect::Op { slot, serial } => {
+                    // Else: a reply to an operation that is done already.
+                    let Some(s) = slots.get_mut(usize::from(slot)) else {
+                        continue;
+                    };
+                    if s.serial != serial {
+                        continue;
+                    }
+                    if let Some(Err(_)) = s.call(|op| op.handle_reply(now, server, reply)) {
+                        // The operation had asked this server nothing.
+                        log::warn!("redlock: {} answered a request it was not sent", conn.url);
+                        break Err(None);
+                    }
+                    continue;
+                }
+                Expect::Handshake(step) => {
+                    conn.handshake_left = conn.handshake_left.saturating_sub(1);
+                    step
+                }
+            };
+            // Fail closed: any error to the handshake, and the server is
+            // not used until a later handshake passes.
+            let info = match handshake::judge(step, &reply, plan) {
+                Ok(Verdict::Ok) => None,
+                Ok(Verdict::Info(info)) => Some(info),
+                Err(why) => {
+                    let password = conn.url.password.as_ref().map(|p| p.expose());
+                    let text = refusal_text(why, &reply, password);
+                    log::warn!("redlock: not using {}: {text}", conn.url);
+                    break Err(Some((why, text)));
+                }
+            };
+            if let Some(info) = info {
+                if let Some(id) = info.run_id {
+                    // One process behind two entries (another name, a proxy)
+                    // must not vote twice.
+                    // Against every entry's last known run_id, whatever the
+                    // state of its connection (a restart changes it).
+                    let ids: Vec<&[u8]> = before
+                        .iter()
+                        .map(|c| c.run_id.as_deref().unwrap_or_default())
+                        .chain(core::iter::once(id))
+                        .chain(
+                            after
+                                .iter()
+                                .map(|c| c.run_id.as_deref().unwrap_or_default()),
+                        )
+                        .collect();
+                    let lists: Vec<&[&[u8]]> = ids
+                        .iter()
+                        .map(|id| {
+                            if id.is_empty() {
+                                &[][..]
+                            } else {
+                                core::slice::from_ref(id)
+                            }
+                        })
+                        .collect();
+                    let twin = handshake::twin_of(&lists, i).map(ServerId::index);
+                    if let Some(k) = twin {
+                        let twin = if k < i { &before[k] } else { &after[k - i - 1] };
+                        let text = format!("the same server (run_id) as {}", twin.url.address());
+                        break Err(Some((SetupError::SameServer(ServerId(k as u8)), text)));
+                    }
+                    conn.run_id = Some(id.to_vec());
+                }
+                if let Some(uptime) = info.uptime_secs {
+                    let started = now.saturating_sub(redlock_core::Duration::from_secs(uptime));
+                    conn.incarnation = Some(started);
+                    // The operations with requests behind it learn it first.
+                    for e in &conn.expect {
+                        let Expect::Op { slot, serial } = *e else {
+                            continue;
+                        };
+                        if let Some(s) = slots.get_mut(usize::from(slot)) {
+                            if s.serial == serial {
+                                s.call(|op| op.set_incarnation(server, started));
+                            }
+                        }
+                    }
+                }
+            }
+            if conn.handshake_left == 0 {
+                // Every step passed: the requests held behind it go out.
+                conn.failures = 0;
+                conn.refused = None;
+                conn.urgent_ok = true;
+                conn.releases_held = false;
+                let held = core::mem::take(&mut conn.held);
+                conn.out.extend_from_slice(&held);
+                conn.held = held;
+                conn.held.clear();
+            }
+        };
+        let used = used_total.min(conn.filled);
+        conn.inbuf.copy_within(used..conn.filled, 0);
+        conn.filled -= used;
+        if result.is_ok() {
+            // (On an error the connection is failed next, which resets it.)
+            conn.check_invariants();
+        }
+        result
+    }
+}

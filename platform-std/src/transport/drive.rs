@@ -5,7 +5,7 @@ use super::*;
 impl<J: Job> State<J> {
     /// The earliest deadline of any running operation or connect.
     pub(super) fn next_deadline(&self, epoch: StdInstant) -> Option<StdInstant> {
-        let ops = bits(self.active)
+        let ops = bits(self.lead.active)
             .filter_map(|i| self.slots.get(i)?.deadline)
             .min()
             .map(|t| std_instant(epoch, t));
@@ -17,7 +17,7 @@ impl<J: Job> State<J> {
 
     /// [`pump`](State::pump) for every running operation.
     pub(super) fn pump_all(&mut self, now: Instant) {
-        for i in bits(self.active) {
+        for i in bits(self.lead.active) {
             self.pump(i, now);
         }
     }
@@ -55,9 +55,9 @@ impl<J: Job> State<J> {
         }
         let s = &mut self.slots[slot];
         if s.done {
-            self.active &= !bit(slot);
+            self.lead.active &= !bit(slot);
             if s.waiting {
-                self.to_wake |= bit(slot);
+                self.lead.to_wake |= bit(slot);
             }
         }
     }

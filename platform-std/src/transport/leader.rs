@@ -15,6 +15,64 @@ pub(super) enum Unwritten {
     Held,
 }
 
+/// The combining leader's state, behind the state lock, in one place.
+///
+/// Invariants, checked by [`State::check_leadership`] after every critical
+/// section in debug builds:
+/// - only the leader polls (`polling` implies `leader`);
+/// - the waker is used at most once per poll, while the leader polls
+///   (`woken` implies `polling`);
+/// - a slot is either running (`active`) or done and waiting to be woken
+///   (`to_wake`), never both, and either way it is occupied;
+/// - every slot is occupied or on the free list, never both.
+#[derive(Debug, Default)]
+pub(super) struct Leadership {
+    /// Some thread is the leader.
+    pub(super) leader: bool,
+    /// The leader is in `Poll::poll` (without the state lock).
+    pub(super) polling: bool,
+    /// The waker was used since the leader last polled.
+    pub(super) woken: bool,
+    /// Slots with an operation that is not done (bit i = slot i).
+    pub(super) active: u64,
+    /// Slots whose operation is done and whose owner waits: to be woken.
+    pub(super) to_wake: u64,
+    /// Threads waiting for a free slot.
+    pub(super) slot_waiters: usize,
+}
+
+impl<J: Job> State<J> {
+    /// The invariants written at [`Leadership`], in debug builds.
+    pub(super) fn check_leadership(&self) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let lead = &self.lead;
+        debug_assert!(!lead.polling || lead.leader, "polling without leading");
+        debug_assert!(!lead.woken || lead.polling, "woken outside a poll");
+        debug_assert_eq!(lead.active & lead.to_wake, 0, "running and done at once");
+        let occupied = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.serial != 0)
+            .fold(0u64, |m, (i, _)| m | bit(i));
+        debug_assert_eq!(lead.active & !occupied, 0, "a free slot runs");
+        debug_assert_eq!(lead.to_wake & !occupied, 0, "a free slot is to be woken");
+        debug_assert_eq!(
+            occupied.count_ones() as usize + self.free.len(),
+            self.slots.len(),
+            "slots lost or doubled"
+        );
+        debug_assert!(
+            self.free
+                .iter()
+                .all(|&f| occupied & bit(usize::from(f)) == 0),
+            "an occupied slot is free"
+        );
+    }
+}
+
 impl<J: Job> Transport<J> {
     /// Runs `op` to its outcome, and until it has sent what it still had to
     /// send (the releases of a failed attempt), then returns the outcome.
@@ -32,38 +90,40 @@ impl<J: Job> Transport<J> {
             if let Some(s) = st.free.pop() {
                 break usize::from(s);
             }
-            st.slot_waiters += 1;
+            st.lead.slot_waiters += 1;
+            st.check_leadership();
             st = relock(self.slot_free.wait(st));
-            st.slot_waiters -= 1;
+            st.lead.slot_waiters -= 1;
         };
         st.serial += 1;
         let serial = st.serial;
         let s = &mut st.slots[slot];
         s.serial = serial;
         s.op = Some(op);
-        st.active |= bit(slot);
+        st.lead.active |= bit(slot);
         guard.slot = slot;
         guard.armed = true;
         // The first requests are queued at once. A leader in `poll` writes
         // them (woken once per poll, for every caller that queues); without
         // a leader, this thread leads and writes them before it polls.
         st.pump(slot, self.now());
-        if st.polling && !st.woken {
-            st.woken = true;
+        if st.lead.polling && !st.lead.woken {
+            st.lead.woken = true;
             let _ = self.waker.wake();
         }
         while !st.slots[slot].done {
-            if guard.leading || !st.leader {
-                st.leader = true;
+            if guard.leading || !st.lead.leader {
+                st.lead.leader = true;
                 guard.leading = true;
                 st = self.lead(st, Some(slot), None);
             } else {
                 st.slots[slot].waiting = true;
+                st.check_leadership();
                 st = relock(self.wakeups[slot].wait(st));
                 st.slots[slot].waiting = false;
             }
         }
-        if guard.leading || !st.leader {
+        if guard.leading || !st.lead.leader {
             // The last thread out writes what is still queued (a write that
             // would have blocked, or a release behind a connect or a
             // handshake), so that it does not wait for the next call: at
@@ -72,7 +132,7 @@ impl<J: Job> Transport<J> {
             // host that drops connects costs that once: a release does not
             // reconnect at once after a failed connect).
             let started = StdInstant::now();
-            while st.active == 0 {
+            while st.lead.active == 0 {
                 // What can be written now is, first: a pass as the leader
                 // would write it and then sleep until some event.
                 st.flush_all();
@@ -85,7 +145,7 @@ impl<J: Job> Transport<J> {
                 if StdInstant::now() >= until {
                     break;
                 }
-                st.leader = true;
+                st.lead.leader = true;
                 guard.leading = true;
                 st = self.lead(st, None, Some(until));
             }
@@ -116,26 +176,29 @@ impl<J: Job> Transport<J> {
             s.panic = None;
             s.waiting = false;
         }
-        st.active &= !bit(slot);
+        st.lead.active &= !bit(slot);
         st.free.push(slot as u16);
-        if st.slot_waiters > 0 {
+        if st.lead.slot_waiters > 0 {
             self.slot_free.notify_one();
         }
         if leading {
-            st.leader = false;
+            st.lead.leader = false;
             // What the last pass queued goes out now, not when the next
             // leader polls.
             st.flush_all();
         }
-        let mut wake = core::mem::take(&mut st.to_wake);
-        if !st.leader {
+        let mut wake = core::mem::take(&mut st.lead.to_wake);
+        // Its owner is this thread: it needs no wake-up.
+        wake &= !bit(slot);
+        if !st.lead.leader {
             // Someone must poll for the operations still running: an owner
             // that waits takes the role when it wakes.
-            let waiting = bits(st.active).find(|&i| st.slots[i].waiting && !st.slots[i].done);
+            let waiting = bits(st.lead.active).find(|&i| st.slots[i].waiting && !st.slots[i].done);
             if let Some(next) = waiting {
                 wake |= bit(next);
             }
         }
+        st.check_leadership();
         drop(st);
         self.wake(wake);
     }
@@ -181,8 +244,9 @@ impl<J: Job> Transport<J> {
             (Some(d), Some(c)) => Some(d.min(c)),
             (d, c) => d.or(c),
         };
-        st.polling = true;
-        let wake = core::mem::take(&mut st.to_wake);
+        st.lead.polling = true;
+        let wake = core::mem::take(&mut st.lead.to_wake);
+        st.check_leadership();
         drop(st);
         // Woken once the lock is free, so that they do not wake only to
         // wait for it.
@@ -210,13 +274,14 @@ impl<J: Job> Transport<J> {
             }
         }
         let mut st = self.lock();
-        st.polling = false;
-        st.woken = false;
+        st.lead.polling = false;
+        st.lead.woken = false;
         let now = self.now();
         st.progress_connects();
         st.read_ready(ready, now);
         st.pump_all(now);
         st.flush_all();
+        st.check_leadership();
         st
     }
 }
@@ -234,8 +299,8 @@ impl<J: Job> Drop for SlotGuard<'_, J> {
         if self.armed {
             let mut st = self.transport.lock();
             if self.leading {
-                st.polling = false;
-                st.woken = false;
+                st.lead.polling = false;
+                st.lead.woken = false;
             }
             self.transport.finish(st, self.slot, self.leading);
         }

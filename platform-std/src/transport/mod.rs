@@ -108,18 +108,8 @@ struct State<J: Job> {
     serial: u64,
     slots: Vec<Slot<J>>,
     free: Vec<u16>,
-    /// Slots with an operation that is not done (bit i = slot i).
-    active: u64,
-    /// Slots whose operation is done and whose owner waits: to be woken.
-    to_wake: u64,
-    /// Threads waiting for a free slot.
-    slot_waiters: usize,
-    /// Some thread is the leader.
-    leader: bool,
-    /// The leader is in `Poll::poll` (without the state lock).
-    polling: bool,
-    /// The waker was used since the leader last polled.
-    woken: bool,
+    /// Who leads, who is to be woken.
+    lead: Leadership,
     config: ConnConfig,
 }
 
@@ -248,12 +238,7 @@ impl<J: Job> Transport<J> {
             serial: 0,
             slots: (0..MAX_SLOTS).map(|_| Slot::new()).collect(),
             free: (0..MAX_SLOTS as u16).rev().collect(),
-            active: 0,
-            to_wake: 0,
-            slot_waiters: 0,
-            leader: false,
-            polling: false,
-            woken: false,
+            lead: Leadership::default(),
             config,
         };
         Ok(Transport {

@@ -169,7 +169,7 @@ fn spawn_run(t: &Arc<Transport<TestOp>>, op: TestOp) -> mpsc::Receiver<Option<u8
 
 fn wait_until_led(t: &Transport<TestOp>) {
     let give_up = StdInstant::now() + StdDuration::from_secs(10);
-    while !t.lock().leader {
+    while !t.lock().lead.leader {
         assert!(StdInstant::now() < give_up, "nobody led");
         std::thread::sleep(StdDuration::from_millis(1));
     }
@@ -178,8 +178,8 @@ fn wait_until_led(t: &Transport<TestOp>) {
 fn assert_idle(t: &Transport<TestOp>) {
     let st = t.lock();
     assert_eq!(st.free.len(), MAX_SLOTS);
-    assert_eq!(st.active, 0);
-    assert!(!st.leader);
+    assert_eq!(st.lead.active, 0);
+    assert!(!st.lead.leader);
 }
 
 const WITHIN: StdDuration = StdDuration::from_secs(10);

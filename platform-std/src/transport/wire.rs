@@ -238,7 +238,7 @@ impl<J: Job> State<J> {
 
     /// True when some running operation has a connection error to learn.
     pub(super) fn errors_untold(&self) -> bool {
-        bits(self.active).any(|i| self.slots.get(i).is_some_and(|s| s.conn_errors != 0))
+        bits(self.lead.active).any(|i| self.slots.get(i).is_some_and(|s| s.conn_errors != 0))
     }
 
     pub(super) fn flush_all(&mut self) {

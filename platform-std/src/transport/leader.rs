@@ -77,6 +77,8 @@ impl<J: Job> Transport<J> {
     /// Runs `op` to its outcome, and until it has sent what it still had to
     /// send (the releases of a failed attempt), then returns the outcome.
     pub(crate) fn run(&self, op: J) -> J::Output {
+        // Name lookups happen here, before the state lock is taken.
+        self.resolve_wanted_names();
         // Declared before the state lock's guard, so that when unwinding it
         // is dropped after it (it takes the lock itself).
         let mut guard = SlotGuard {

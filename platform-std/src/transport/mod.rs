@@ -53,9 +53,11 @@
 //!   refused server (never its password).
 
 use alloc::collections::VecDeque;
+use alloc::sync::Arc;
 use core::any::Any;
 use core::net::SocketAddr;
 use core::panic::AssertUnwindSafe;
+use core::sync::atomic::{AtomicU16, Ordering};
 use std::io::{self, Read, Write};
 use std::net::ToSocketAddrs;
 use std::panic::{catch_unwind, resume_unwind};
@@ -110,6 +112,10 @@ struct State<J: Job> {
     free: Vec<u16>,
     /// Who leads, who is to be woken.
     lead: Leadership,
+    /// Connections whose host name is to be looked up again, outside the
+    /// lock, by the next call (bit i = server i); shared with
+    /// [`Transport`], which reads it without the lock.
+    resolve_wanted: Arc<AtomicU16>,
     config: ConnConfig,
 }
 
@@ -131,6 +137,8 @@ pub(crate) struct Transport<J: Job> {
     slot_free: Condvar,
     /// The origin of the core's clock.
     epoch: StdInstant,
+    /// See `State::resolve_wanted`.
+    resolve_wanted: Arc<AtomicU16>,
 }
 
 const READ_CHUNK: usize = 16 * 1024;
@@ -230,6 +238,7 @@ impl<J: Job> Transport<J> {
         let poll = Poll::new()?;
         let waker = Waker::new(poll.registry(), WAKE)?;
         let registry = poll.registry().try_clone()?;
+        let resolve_wanted = Arc::new(AtomicU16::new(0));
         let state = State {
             registry,
             conns,
@@ -239,6 +248,7 @@ impl<J: Job> Transport<J> {
             slots: (0..MAX_SLOTS).map(|_| Slot::new()).collect(),
             free: (0..MAX_SLOTS as u16).rev().collect(),
             lead: Leadership::default(),
+            resolve_wanted: resolve_wanted.clone(),
             config,
         };
         Ok(Transport {
@@ -251,6 +261,7 @@ impl<J: Job> Transport<J> {
             wakeups: (0..MAX_SLOTS).map(|_| Condvar::new()).collect(),
             slot_free: Condvar::new(),
             epoch: now,
+            resolve_wanted,
         })
     }
 
@@ -260,6 +271,40 @@ impl<J: Job> Transport<J> {
 
     pub(crate) fn len(&self) -> usize {
         self.lock().conns.len()
+    }
+
+    /// Looks up again, without holding the state lock, the host names that
+    /// connects asked for, and gives the connections their new addresses.
+    fn resolve_wanted_names(&self) {
+        // Nothing wanted: no lock taken (the common case).
+        let mask = self.resolve_wanted.swap(0, Ordering::Relaxed);
+        if mask == 0 {
+            return;
+        }
+        let wanted: Vec<(usize, ServerUrl)> = {
+            let st = self.lock();
+            bits(u64::from(mask))
+                .filter_map(|i| Some((i, st.conns.get(i)?.url.clone())))
+                .collect()
+        };
+        let found: Vec<(usize, io::Result<Vec<SocketAddr>>)> = wanted
+            .into_iter()
+            .map(|(i, url)| (i, resolve(&url)))
+            .collect();
+        let mut st = self.lock();
+        for (i, addrs) in found {
+            let Some(conn) = st.conns.get_mut(i) else {
+                continue;
+            };
+            match addrs {
+                Ok(addrs) => {
+                    conn.addrs = addrs;
+                    conn.addr_next = 0;
+                    conn.resolved_at = Some(StdInstant::now());
+                }
+                Err(e) => log::warn!("redlock: cannot resolve {}: {e}", conn.url),
+            }
+        }
     }
 
     /// The std instant at which the core's clock reads [`CLOCK_ORIGIN_MICROS`].

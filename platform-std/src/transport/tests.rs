@@ -572,6 +572,13 @@ fn a_name_that_now_resolves_to_another_entry_is_refused() {
             .unwrap();
         st.conns[0].addrs.clear();
     }
+    // The first call finds no address and asks for the name to be looked
+    // up (not under the state lock); the next call looks it up before it
+    // takes the lock, and its connect finds the twin.
+    let op = TestOp::ping(&t, 30_000);
+    assert_eq!(t.run(op), 1, "no address yet");
+    assert_eq!(t.resolve_wanted.load(Ordering::Relaxed), 1);
+    std::thread::sleep(StdDuration::from_millis(50)); // past the backoff
     let op = TestOp::ping(&t, 30_000);
     assert_eq!(t.run(op), 1, "server 0 is not used");
     let st = t.lock();

@@ -56,16 +56,32 @@ impl<J: Job> State<J> {
         let conn = &mut self.conns[i];
         if conn.addr_next >= conn.addrs.len() {
             conn.addr_next = 0;
-            // Resolved again under the state lock (a name lookup blocks
-            // every caller meanwhile): only when there is no address, or
-            // rarely.
+            // Every address was tried: the name is looked up again when
+            // there is none, or rarely; never here, under the state lock (a
+            // lookup would block every caller), but by the next call before
+            // it takes the lock. An address literal needs no lookup.
             let stale = conn
                 .resolved_at
                 .is_none_or(|t| t.elapsed() >= RESOLVE_AGAIN);
             if conn.addrs.is_empty() || stale {
-                conn.resolved_at = Some(StdInstant::now());
-                conn.addrs = resolve(&conn.url)?;
+                match conn.url.host.parse::<core::net::IpAddr>() {
+                    Ok(ip) => {
+                        conn.addrs = vec![SocketAddr::new(ip, conn.url.port)];
+                        conn.resolved_at = Some(StdInstant::now());
+                    }
+                    Err(_) => {
+                        let bit = 1u16.checked_shl(i as u32).unwrap_or(0);
+                        self.resolve_wanted.fetch_or(bit, Ordering::Relaxed);
+                    }
+                }
             }
+        }
+        if self.conns[i].addrs.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "no address yet: the name is looked up again by the next call",
+            )
+            .into());
         }
         // A name that now resolves to another entry's server must not give
         // that server a second vote (checked on every connect: a refused

@@ -118,43 +118,112 @@ impl Conn {
     }
 }
 
-/// C4: what a report says of a refused handshake: the core's reason, and the
-/// server's own error text (printable ASCII, cut to [`MAX_ERROR_TEXT`]).
-/// Never the password: a server may quote the arguments of a command it
-/// refuses (`ERR unknown command 'AUTH', with args beginning with: ...`),
-/// so the text stops at its first quote, and the password's bytes are
-/// blanked wherever they appear.
-pub(super) fn refusal_text(why: SetupError, reply: &Reply<'_>, password: Option<&[u8]>) -> String {
-    let Some(e) = reply.as_error() else {
-        return why.to_string();
-    };
-    let mut message = e.message().to_vec();
-    if let Some(quote) = message.iter().position(|&b| b == b'\'' || b == b'"') {
-        message.truncate(quote);
-    }
-    if let Some(pw) = password.filter(|p| !p.is_empty()) {
-        let mut k = 0;
-        while k + pw.len() <= message.len() {
-            if message[k..].starts_with(pw) {
-                message.splice(k..k + pw.len(), *b"***");
-                k += 3;
+impl Conn {
+    /// Writes `out` until `WouldBlock`; writable interest only while bytes
+    /// wait.
+    pub(super) fn flush(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        let Some(stream) = self.stream.as_mut() else {
+            return Ok(());
+        };
+        let mut written = 0;
+        while written < self.out.len() {
+            match stream.write(&self.out[written..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        self.out.drain(..written);
+        let want = !self.out.is_empty();
+        if want != self.writable_interest {
+            let interest = if want {
+                Interest::READABLE | Interest::WRITABLE
             } else {
-                k += 1;
+                Interest::READABLE
+            };
+            registry.reregister(stream, token, interest)?;
+            self.writable_interest = want;
+        }
+        Ok(())
+    }
+
+    /// Reads until `WouldBlock` (true), or until the frame limit is
+    /// buffered (false: parse, then read again).
+    pub(super) fn read(&mut self, limits: Limits) -> io::Result<bool> {
+        let limit = limits
+            .max_frame_len
+            .saturating_add(limits.max_line_len)
+            .saturating_add(READ_CHUNK);
+        let Some(stream) = self.stream.as_mut() else {
+            return Ok(true);
+        };
+        loop {
+            if self.filled >= limit {
+                return Ok(false);
+            }
+            if self.inbuf.len().saturating_sub(self.filled) < READ_CHUNK {
+                // Grows only while a reply larger than the buffer comes in.
+                self.inbuf.resize(self.filled + READ_CHUNK, 0);
+            }
+            let room = self.inbuf.get_mut(self.filled..).unwrap_or_default();
+            match stream.read(room) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => self.filled += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
             }
         }
     }
-    let text: String = message
-        .iter()
-        .take(MAX_ERROR_TEXT)
-        .map(|&b| {
-            if (0x20..0x7f).contains(&b) {
-                b as char
-            } else {
-                '?'
-            }
+
+    /// Closes the connection after an error (it may reconnect after an
+    /// exponential backoff), with why the server is refused, if it is.
+    /// Returns the requests of operations it dropped, as `(slot, serial)`:
+    /// routing them to their operations is the caller's business.
+    pub(super) fn fail(
+        &mut self,
+        registry: &Registry,
+        config: &ConnConfig,
+        refused: Option<(SetupError, String)>,
+    ) -> impl Iterator<Item = (u16, u64)> + '_ {
+        if self.stream.is_some() {
+            log::warn!(
+                "redlock: closing the connection to {} after an error",
+                self.url
+            );
+        }
+        if let Some(mut s) = self.stream.take() {
+            let _ = registry.deregister(&mut s);
+        }
+        if self.state != ConnState::Up {
+            // This address did not take a connection: the next connect tries
+            // the next one; a release no longer reconnects at once.
+            self.addr_next = self.addr_next.saturating_add(1);
+            self.urgent_ok = false;
+        }
+        self.failures = self.failures.saturating_add(1);
+        let shift = self.failures.min(16) - 1;
+        let backoff = config
+            .backoff_min
+            .saturating_mul(1 << shift)
+            .min(config.backoff_max);
+        self.state = ConnState::Down {
+            retry_at: StdInstant::now() + backoff,
+        };
+        self.out.clear();
+        self.held.clear();
+        self.releases_held = false;
+        self.filled = 0;
+        self.handshake_left = 0;
+        self.writable_interest = false;
+        self.refused = refused;
+        self.expect.drain(..).filter_map(|e| match e {
+            Expect::Op { slot, serial } => Some((slot, serial)),
+            Expect::Handshake(_) => None,
         })
-        .collect();
-    format!("{why}: {}", text.trim_end())
+    }
 }
 
 /// Who a connection is, for the duplicate check: the addresses its name

@@ -49,8 +49,12 @@
 //!   it sends, which queue a request goes to);
 //! - `wire.rs`: connects, the handshake the core plans and judges, writes,
 //!   reads, and handing replies to their operations;
-//! - `conn.rs`: one connection's state and buffers, and what is said of a
-//!   refused server (never its password).
+//! - `conn.rs`: one connection: its state and buffers, and its own I/O
+//!   (write, read, fail), in the manner of rustls' `Connection`: it reports
+//!   what it dropped, and routing replies and errors to operations stays
+//!   outside it;
+//! - `setup.rs`: the std side of the handshake the core plans and
+//!   judges, and what is said of a refused server (never its password).
 
 use alloc::collections::VecDeque;
 use alloc::sync::Arc;
@@ -363,6 +367,7 @@ fn std_instant(epoch: StdInstant, t: Instant) -> StdInstant {
 mod conn;
 mod drive;
 mod leader;
+mod setup;
 mod slots;
 #[cfg(test)]
 mod tests;
@@ -370,4 +375,5 @@ mod wire;
 
 use conn::*;
 use leader::*;
+use setup::*;
 use slots::*;

@@ -108,42 +108,8 @@ impl<J: Job> State<J> {
         conn.state = ConnState::Connecting {
             since: StdInstant::now(),
         };
-        conn.out.clear();
-        conn.held.clear();
-        conn.releases_held = false;
-        conn.filled = 0;
-        conn.expect.clear();
-        // A new connection may be a new incarnation: known again once its
-        // INFO is read.
-        conn.incarnation = None;
         // The handshake goes first on the new connection, as the core plans it.
-        let url = conn.url.clone();
-        let plan = Plan {
-            auth: url.password.is_some(),
-            select: url.db != 0,
-            info_required: self.config.info_required,
-        };
-        let mut scripts = script::ALL.iter();
-        for step in handshake::steps(plan) {
-            let source = match step {
-                Step::ScriptLoad => scripts.next().map_or("", |s| s.source),
-                _ => "",
-            };
-            encode_growing(&mut conn.out, |b| match step {
-                Step::Auth => {
-                    let pw = url.password.as_ref().map_or(&[][..], |p| p.expose());
-                    match &url.user {
-                        Some(user) => encode::auth_user(b, user.as_bytes(), pw),
-                        None => encode::auth(b, pw),
-                    }
-                }
-                Step::Select => encode::select(b, u64::from(url.db)),
-                Step::ScriptLoad => encode::script_load(b, source.as_bytes()),
-                _ => encode::info(b, Some(b"server")),
-            });
-            conn.expect.push_back(Expect::Handshake(step));
-        }
-        conn.handshake_left = conn.expect.len();
+        conn.start_handshake(self.config.info_required);
         Ok(())
     }
 
@@ -174,7 +140,8 @@ impl<J: Job> State<J> {
     }
 
     /// [`fail`](State::fail), with why the server is refused (its handshake
-    /// failed, with the server's text), if it is.
+    /// failed, with the server's text), if it is. The connection reports
+    /// the requests it dropped; their operations are told here.
     pub(super) fn fail_because(&mut self, i: usize, refused: Option<(SetupError, String)>) {
         let State {
             conns,
@@ -186,48 +153,13 @@ impl<J: Job> State<J> {
         let Some(conn) = conns.get_mut(i) else {
             return;
         };
-        if conn.stream.is_some() {
-            log::warn!(
-                "redlock: closing the connection to {} after an error",
-                conn.url
-            );
-        }
-        if let Some(mut s) = conn.stream.take() {
-            let _ = registry.deregister(&mut s);
-        }
-        for e in &conn.expect {
-            if let Expect::Op { slot, serial } = *e {
-                if let Some(s) = slots.get_mut(usize::from(slot)) {
-                    if s.serial == serial {
-                        s.conn_errors |= 1u16.checked_shl(i as u32).unwrap_or(0);
-                    }
+        for (slot, serial) in conn.fail(registry, config, refused) {
+            if let Some(s) = slots.get_mut(usize::from(slot)) {
+                if s.serial == serial {
+                    s.conn_errors |= 1u16.checked_shl(i as u32).unwrap_or(0);
                 }
             }
         }
-        if conn.state != ConnState::Up {
-            // This address did not take a connection: the next connect tries
-            // the next one; a release no longer reconnects at once.
-            conn.addr_next = conn.addr_next.saturating_add(1);
-            conn.urgent_ok = false;
-        }
-        conn.failures = conn.failures.saturating_add(1);
-        let shift = conn.failures.min(16) - 1;
-        let backoff = config
-            .backoff_min
-            .saturating_mul(1 << shift)
-            .min(config.backoff_max);
-        conn.state = ConnState::Down {
-            retry_at: StdInstant::now() + backoff,
-        };
-        conn.out.clear();
-        conn.held.clear();
-        conn.releases_held = false;
-        conn.filled = 0;
-        conn.expect.clear();
-        conn.handshake_left = 0;
-        conn.writable_interest = false;
-        conn.refused = refused;
-        conn.check_invariants();
     }
 
     /// What the last thread out must still write: bytes on a connection
@@ -257,6 +189,14 @@ impl<J: Job> State<J> {
         bits(self.lead.active).any(|i| self.slots.get(i).is_some_and(|s| s.conn_errors != 0))
     }
 
+    /// Writes what connection `i` has queued.
+    pub(super) fn flush(&mut self, i: usize) -> io::Result<()> {
+        match self.conns.get_mut(i) {
+            Some(conn) => conn.flush(&self.registry, Token(i)),
+            None => Ok(()),
+        }
+    }
+
     pub(super) fn flush_all(&mut self) {
         for i in 0..self.conns.len() {
             if self.conns[i].state == ConnState::Up
@@ -266,36 +206,6 @@ impl<J: Job> State<J> {
                 self.fail(i);
             }
         }
-    }
-
-    /// Writes until `WouldBlock`; writable interest only while bytes wait.
-    pub(super) fn flush(&mut self, i: usize) -> io::Result<()> {
-        let conn = &mut self.conns[i];
-        let Some(stream) = conn.stream.as_mut() else {
-            return Ok(());
-        };
-        let mut written = 0;
-        while written < conn.out.len() {
-            match stream.write(&conn.out[written..]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => written += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        conn.out.drain(..written);
-        let want = !conn.out.is_empty();
-        if want != conn.writable_interest {
-            let interest = if want {
-                Interest::READABLE | Interest::WRITABLE
-            } else {
-                Interest::READABLE
-            };
-            self.registry.reregister(stream, Token(i), interest)?;
-            conn.writable_interest = want;
-        }
-        Ok(())
     }
 
     /// The earliest connect timeout of a connect in progress.
@@ -369,7 +279,7 @@ impl<J: Job> State<J> {
                 continue;
             }
             loop {
-                let read = self.read(i);
+                let read = self.conns[i].read(self.config.limits);
                 // Parse what arrived, even before an error, then close on error.
                 let before = self.conns[i].filled;
                 let routed = self.dispatch(i, now);
@@ -395,37 +305,6 @@ impl<J: Job> State<J> {
                     self.fail(i);
                     break;
                 }
-            }
-        }
-    }
-
-    /// Reads until `WouldBlock` (true), or until the frame limit is
-    /// buffered (false: parse, then read again).
-    pub(super) fn read(&mut self, i: usize) -> io::Result<bool> {
-        let limits = self.config.limits;
-        let limit = limits
-            .max_frame_len
-            .saturating_add(limits.max_line_len)
-            .saturating_add(READ_CHUNK);
-        let conn = &mut self.conns[i];
-        let Some(stream) = conn.stream.as_mut() else {
-            return Ok(true);
-        };
-        loop {
-            if conn.filled >= limit {
-                return Ok(false);
-            }
-            if conn.inbuf.len().saturating_sub(conn.filled) < READ_CHUNK {
-                // Grows only while a reply larger than the buffer comes in.
-                conn.inbuf.resize(conn.filled + READ_CHUNK, 0);
-            }
-            let room = conn.inbuf.get_mut(conn.filled..).unwrap_or_default();
-            match stream.read(room) {
-                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-                Ok(n) => conn.filled += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
             }
         }
     }

@@ -1,0 +1,179 @@
+//! What varies between runs: the scenarios within the algorithm's
+//! assumptions, and the knobs the negative controls turn.
+
+use redlock_core::{Config, Duration, Retry};
+
+use super::SimRng;
+
+/// Server crashes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Crashes {
+    /// Chance per million, per server and per millisecond, of a crash.
+    pub per_ms_ppm: u64,
+    /// Keys survive a restart (`appendfsync always`).
+    pub persistent: bool,
+    /// How long a crashed server stays down, in ms (range).
+    pub down_ms: (u64, u64),
+    /// Only the first this-many servers crash (a minority, for fault models
+    /// that allow only that many data losses).
+    pub only_first: usize,
+}
+
+/// Everything that varies between runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    /// The seed of every random choice in the run.
+    pub seed: u64,
+    /// Number of servers.
+    pub servers: usize,
+    /// Number of clients, all on one resource.
+    pub clients: usize,
+    /// Lock cycles per client.
+    pub cycles: usize,
+    /// Lock ttl in ms.
+    pub ttl_ms: u64,
+    /// The core's configuration (fencing, guard, mutants, retries...).
+    pub config: Config,
+    /// One-way delay range in µs.
+    pub delay_us: (u64, u64),
+    /// Chance per million of a delay spike on a message, and its size in µs.
+    pub spike: (u64, u64),
+    /// Chance per million that sending a message resets its connection.
+    pub reset_ppm: u64,
+    /// Chance per million, per ms, of a partition of one server, and its length in ms.
+    pub partition: (u64, u64),
+    /// Server crashes, if any.
+    pub crashes: Option<Crashes>,
+    /// Clock rates are within ± this many parts per million.
+    pub clock_ppm: u64,
+    /// Clocks at the bound in the worst direction: servers fast, clients slow.
+    pub clock_extreme: bool,
+    /// Client pauses: chance per cycle (per million) and length range in ms.
+    pub pause: (u64, (u64, u64)),
+    /// Pauses may hit a client while it holds the lock (outside the assumptions).
+    pub pause_while_holding: bool,
+    /// A client uses the lock for this fraction of its validity (per mille range).
+    pub hold_permille: (u64, u64),
+    /// Idle time between a client's cycles, in ms.
+    pub idle_ms: (u64, u64),
+    /// Servers down for the whole run (liveness scenarios).
+    pub down_from_start: usize,
+}
+
+impl Scenario {
+    pub(super) fn quiet(&self) -> bool {
+        self.reset_ppm == 0
+            && self.partition.0 == 0
+            && self.crashes.is_none()
+            && self.pause.0 == 0
+            && self.spike.0 == 0
+    }
+
+    /// Checker 3 applies: one client, a majority up, nothing else going wrong.
+    pub(super) fn liveness_applies(&self) -> bool {
+        let timeout = self
+            .config
+            .request_timeout_for(Duration::from_millis(self.ttl_ms))
+            .as_micros();
+        self.quiet()
+            && self.clients == 1
+            && self.down_from_start * 2 < self.servers
+            && 2 * self.delay_us.1 < timeout
+    }
+
+    /// A liveness scenario: one client, no contention, a minority of servers
+    /// down for the whole run, a quiet network with delays well under the
+    /// request timeout.
+    pub fn liveness(seed: u64) -> Scenario {
+        let mut sc = Scenario::within_assumptions(seed);
+        let mut r = SimRng::new(seed ^ 0xABCD);
+        sc.clients = 1;
+        sc.reset_ppm = 0;
+        sc.partition = (0, 0);
+        sc.crashes = None;
+        sc.pause = (0, (0, 0));
+        sc.spike = (0, 0);
+        sc.delay_us = (20, 1_000);
+        sc.ttl_ms = sc.ttl_ms.max(100);
+        // The first fenced acquisition of a resource needs every server
+        // (see the core's F1 repair rule): fenced runs have all servers up.
+        sc.down_from_start = if sc.config.fencing {
+            0
+        } else {
+            r.range(0, (sc.servers as u64 - 1) / 2) as usize
+        };
+        sc
+    }
+}
+
+impl Scenario {
+    /// A scenario within the algorithm's assumptions, varied by `seed`:
+    /// delays, spikes, resets, partitions, crash-restarts (with persistence,
+    /// or without it but restarted after more than the ttl), pauses outside
+    /// the critical section, clock rates within the drift bound, fencing on
+    /// or off, the restart guard on or off.
+    pub fn within_assumptions(seed: u64) -> Scenario {
+        let mut r = SimRng::new(seed);
+        let servers = [1, 3, 3, 5, 5, 5, 7][r.range(0, 6) as usize];
+        let ttl_ms = r.range(50, 400);
+        let fencing = r.chance(400_000);
+        let persistent = fencing || r.chance(500_000);
+        // Without persistence, a restart is either delayed beyond the ttl, or
+        // immediate with the client-side restart guard on.
+        let guard = !persistent && r.chance(500_000);
+        let crashes = r.chance(400_000).then_some(Crashes {
+            per_ms_ppm: r.range(10, 200),
+            persistent,
+            down_ms: if persistent || guard {
+                (1, 50)
+            } else {
+                (ttl_ms + 1, ttl_ms * 2)
+            },
+            only_first: servers,
+        });
+        let quiet = r.chance(250_000);
+        let config = Config {
+            restart_guard: guard.then_some(Duration::from_millis(ttl_ms)),
+            fencing,
+            retry: Retry {
+                retries: r.range(0, 6) as u32,
+                jitter: Duration::from_millis(r.range(1, 40)),
+            },
+            ..Config::DEFAULT
+        };
+        Scenario {
+            seed,
+            servers,
+            clients: r.range(1, 5) as usize,
+            cycles: r.range(2, 6) as usize,
+            ttl_ms,
+            config,
+            delay_us: (r.range(20, 200), r.range(200, 3_000)),
+            // A quarter of the runs have a quiet network (for checker 4).
+            spike: if quiet {
+                (0, 0)
+            } else {
+                (r.range(0, 20_000), r.range(1_000, ttl_ms * 2_000))
+            },
+            reset_ppm: if quiet { 0 } else { r.range(0, 20_000) },
+            partition: if quiet {
+                (0, 0)
+            } else {
+                (r.range(0, 300), r.range(1, ttl_ms))
+            },
+            crashes: if quiet { None } else { crashes },
+            // Bounded drift: 0.25% each side; drift allowance is >= 1% + 2 ms.
+            clock_ppm: r.range(0, 2_500),
+            clock_extreme: false,
+            pause: if quiet {
+                (0, (0, 0))
+            } else {
+                (r.range(0, 300_000), (1, ttl_ms * 2))
+            },
+            pause_while_holding: false,
+            hold_permille: (r.range(100, 500), r.range(500, 1_000)),
+            idle_ms: (0, r.range(1, 30)),
+            down_from_start: 0,
+        }
+    }
+}

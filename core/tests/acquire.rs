@@ -93,6 +93,10 @@ fn conflict_is_decided_as_soon_as_a_majority_is_impossible_and_releases_everywhe
     assert_eq!(err.attempts, 1);
     assert_eq!(err.report.count(ServerOutcome::Held), 3);
     assert_eq!(err.report.get(ServerId(4)), Some(ServerOutcome::Pending));
+    assert_eq!(
+        err.to_string(),
+        "lock not acquired after 1 attempt(s): held by another client"
+    );
     // A5: the release goes to all five, including those that said no.
     let sent = d.sent(ms(3));
     assert_eq!(

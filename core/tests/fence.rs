@@ -223,3 +223,63 @@ fn fence_repair_raises_the_counter_everywhere_and_counts_a_majority() {
         ]
     );
 }
+
+/// Five servers, fenced: server 0 votes without a counter (it lost its
+/// data), servers 1 and 2 vote with counters, server 3 refuses (held) with
+/// the counter `server_3`, server 4 has not answered. Returns the fence
+/// writes sent then (none while server 0's vote does not count).
+fn server_0_votes_without_a_counter(server_3: Option<u64>) -> Vec<Sent> {
+    let mut d = acquire(&fenced(), 5, 10_000, ms(0));
+    d.sent(ms(0));
+    d.reply(ms(1), 0, &fenced_reply(true, None)).unwrap();
+    d.reply(ms(1), 1, &fenced_reply(true, Some(7))).unwrap();
+    d.reply(ms(1), 2, &fenced_reply(true, Some(8))).unwrap();
+    d.reply(ms(2), 3, &fenced_reply(false, server_3)).unwrap();
+    assert!(d.outcome().is_none());
+    d.sent(ms(2))
+}
+
+#[test]
+fn a_vote_without_a_counter_counts_with_exactly_a_majority_of_the_others_read() {
+    // F1 repair, liveness: counters read from 3 of the 4 others (a bare
+    // majority of them, one of them from a server that refused): server 0's
+    // vote counts, the third vote of five, and the fence is written.
+    let writes = server_0_votes_without_a_counter(Some(9));
+    assert_eq!(writes.len(), 5, "server 0's vote counts");
+    assert!(
+        writes
+            .iter()
+            .all(|w| w.script() == "fence" && w.args[6] == b"10")
+    );
+    // Safety: with one counter fewer (2 of the 4 others), it does not count:
+    // the two with counters might both be behind the counter server 4 holds.
+    let writes = server_0_votes_without_a_counter(None);
+    assert!(
+        writes.is_empty(),
+        "server 0's vote does not count: {writes:?}"
+    );
+}
+
+#[test]
+fn a_fenced_acquire_waits_while_the_pending_servers_can_still_make_a_majority() {
+    // Server 0 votes without a counter, 1 and 2 refuse: one vote, two servers
+    // pending, three needed. A majority is still possible: wait.
+    let mut d = acquire(&fenced(), 5, 10_000, ms(0));
+    d.sent(ms(0));
+    d.reply(ms(1), 0, &fenced_reply(true, None)).unwrap();
+    d.reply(ms(1), 1, &fenced_reply(false, Some(5))).unwrap();
+    d.reply(ms(1), 2, &fenced_reply(false, Some(5))).unwrap();
+    assert!(d.outcome().is_none(), "servers 3 and 4 may still vote");
+    assert!(d.sent(ms(1)).is_empty(), "no release while it can succeed");
+    d.reply(ms(2), 3, &fenced_reply(true, Some(6))).unwrap();
+    assert!(d.outcome().is_none());
+    d.reply(ms(2), 4, &fenced_reply(true, Some(6))).unwrap();
+    // Counters read from all four others: server 0's vote counts.
+    let writes = d.sent(ms(2));
+    assert_eq!(writes.len(), 5);
+    assert!(writes.iter().all(|w| w.args[6] == b"7"));
+    for s in 0..5 {
+        d.reply(ms(3), s, b":1\r\n").unwrap();
+    }
+    assert_eq!(d.outcome().unwrap().unwrap().fence(), Some(7));
+}

@@ -55,6 +55,23 @@ fn the_restart_guard_refuses_votes_from_a_recently_restarted_server() {
     d.reply(ms(60_001), 2, b"+OK\r\n").unwrap();
     d.reply(ms(60_001), 0, b"+OK\r\n").unwrap();
     assert!(d.outcome().is_none(), "server 2's vote does not count");
+    d.reply(ms(60_002), 1, b"$-1\r\n").unwrap();
+    assert_eq!(
+        d.outcome().unwrap().unwrap_err().report.outcomes(),
+        &[
+            ServerOutcome::Ok,
+            ServerOutcome::Held,
+            ServerOutcome::Restarted
+        ]
+    );
+    // An incarnation old enough, learnt on a reconnect: the vote counts
+    // (unknown before, it would not have).
+    let mut d = acquire_on(&config, &fresh, 10_000, None, ms(60_000));
+    d.sent(ms(60_000));
+    d.op.set_incarnation(ServerId(2), ms(1_000));
+    d.reply(ms(60_001), 2, b"+OK\r\n").unwrap();
+    d.reply(ms(60_001), 0, b"+OK\r\n").unwrap();
+    assert!(d.outcome().unwrap().is_ok());
     // Once the guard has passed, it counts again.
     let mut d = acquire_on(&config, &servers, 10_000, None, ms(80_000));
     d.sent(ms(80_000));

@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use redlock_core::{Config, Duration, FailureKind, Operation, Retry, ServerId, Servers};
+use redlock_core::{Acquire, Config, Duration, FailureKind, Operation, Retry, ServerId, Servers};
 
 #[test]
 fn retries_wait_longer_than_an_attempt_and_are_bounded() {
@@ -234,4 +234,83 @@ fn the_releases_of_a_failed_attempt_go_out_however_late_the_platform_sends() {
     assert_eq!(d.op.poll_timeout(), Some(ms(60_100)));
     d.op.handle_timeout(ms(60_100));
     assert!(d.op.is_finished());
+}
+
+/// The waits before the retries of an acquisition whose RNG is
+/// `TestRng(seed)`: one server, ttl 1 s (request timeout 10 ms), each
+/// attempt refused after 30 ms, up to 200 ms of jitter.
+fn retry_waits(seed: u8, retries: u32) -> Vec<Duration> {
+    let servers = Servers::new(1).unwrap();
+    let op = Acquire::new(
+        &retrying(retries, 200),
+        &servers,
+        &b"res"[..],
+        dur(1_000),
+        None,
+        &mut TestRng(seed),
+        ms(0),
+    )
+    .unwrap();
+    let mut d = Drive::new(op);
+    let mut now = ms(0);
+    let mut waits = Vec::new();
+    for _ in 0..retries {
+        d.sent(now);
+        now = now.saturating_add(dur(30));
+        d.reply(now, 0, b"$-1\r\n").unwrap();
+        answer_all(&mut d, now, b":0\r\n");
+        let retry_at = d.op.poll_timeout().unwrap();
+        waits.push(retry_at.saturating_duration_since(now));
+        now = retry_at;
+        d.op.handle_timeout(now);
+    }
+    waits
+}
+
+#[test]
+fn retries_are_spread_over_the_jitter() {
+    // A6: clients that failed together do not retry together. Each wait is
+    // the attempt's 30 ms plus a jitter in 0..=200 ms drawn from the
+    // operation's RNG; over 64 RNGs the jitters differ and cover the range.
+    let jitters: Vec<u64> = (0..64u8)
+        .map(|seed| {
+            let wait = retry_waits(seed.wrapping_mul(37), 1)[0];
+            assert!(wait >= dur(30) && wait <= dur(230), "{wait:?}");
+            wait.as_micros() - 30_000
+        })
+        .collect();
+    let mut distinct = jitters.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert!(distinct.len() >= 60, "{jitters:?}");
+    assert!(distinct[0] < 40_000 && distinct[distinct.len() - 1] > 160_000);
+    // The retries of one acquisition are spread too.
+    let waits = retry_waits(7, 4);
+    assert!(waits.windows(2).all(|w| w[0] != w[1]), "{waits:?}");
+}
+
+#[test]
+fn the_jitter_is_splitmix64_of_a_seed_from_the_rng() {
+    // The seed is the 8 bytes drawn after the token's 20; the same RNG gives
+    // the same waits (a simulation replays them from its seed).
+    fn splitmix64(state: &mut u64) -> u64 {
+        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    for seed in [0u8, 1, 100, 230] {
+        let mut bytes = [0u8; 8];
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = seed.wrapping_add(21).wrapping_add(i as u8);
+        }
+        let mut state = u64::from_le_bytes(bytes);
+        let expected: Vec<Duration> = (0..3)
+            .map(|_| {
+                dur(30).saturating_add(Duration::from_micros(splitmix64(&mut state) % 200_001))
+            })
+            .collect();
+        assert_eq!(retry_waits(seed, 3), expected, "seed {seed}");
+    }
 }

@@ -91,8 +91,9 @@ impl fmt::Display for Outcomes {
 /// Why a call failed. Never contains a password.
 ///
 /// `Debug` prints the same sentence as `Display`, so that `main` returning
-/// `Result<(), Error>` shows something a person can read.
-#[derive(Clone, PartialEq, Eq)]
+/// `Result<(), Error>` shows something a person can read. Causes are typed,
+/// and [`source`](core::error::Error::source) gives the underlying error.
+#[derive(Clone)]
 #[non_exhaustive]
 pub enum Error {
     /// The lock is held by someone else (after the retries).
@@ -118,15 +119,53 @@ pub enum Error {
         /// The later entry's address.
         second: String,
     },
-    /// A bad argument: a ttl under 1 ms, no servers, a bad address, a lock
-    /// past its extension limit or its validity.
-    InvalidArgument(String),
+    /// A bad argument to an operation: a ttl under 1 ms, a token longer
+    /// than 64 bytes, a lock past its extension limit or its validity.
+    Argument(redlock_core::ArgumentError),
+    /// A server address that does not parse.
+    Url(UrlError),
+    /// No servers, or more than [`MAX_SERVERS`](redlock_core::MAX_SERVERS).
+    ServerCount(usize),
+    /// The lock (of a guard) was released already.
+    AlreadyReleased,
     /// The operating system's random number generator failed: no token
     /// could be made (there is no weaker fallback).
-    Rng(String),
-    /// Setting up the client failed (the poll could not be created).
-    Io(String),
+    Rng(Arc<std::io::Error>),
+    /// Setting up the client failed (the poll could not be created, a
+    /// thread could not start).
+    Io(Arc<std::io::Error>),
 }
+
+impl PartialEq for Error {
+    fn eq(&self, other: &Error) -> bool {
+        match (self, other) {
+            (Error::Conflict(a), Error::Conflict(b))
+            | (Error::Unavailable(a), Error::Unavailable(b))
+            | (Error::Expired(a), Error::Expired(b))
+            | (Error::Lost(a), Error::Lost(b))
+            | (Error::FenceLost(a), Error::FenceLost(b)) => a == b,
+            (
+                Error::DuplicateServer {
+                    first: a,
+                    second: b,
+                },
+                Error::DuplicateServer {
+                    first: c,
+                    second: d,
+                },
+            ) => a == c && b == d,
+            (Error::Argument(a), Error::Argument(b)) => a == b,
+            (Error::Url(a), Error::Url(b)) => a == b,
+            (Error::ServerCount(a), Error::ServerCount(b)) => a == b,
+            (Error::AlreadyReleased, Error::AlreadyReleased) => true,
+            // I/O errors compare by kind.
+            (Error::Rng(a), Error::Rng(b)) | (Error::Io(a), Error::Io(b)) => a.kind() == b.kind(),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Error {}
 
 impl Error {
     fn from_failure(kind: FailureKind, outcomes: Outcomes) -> Error {
@@ -174,9 +213,18 @@ impl fmt::Display for Error {
                      number of databases) is one master, and would get two votes"
                 );
             }
-            Error::InvalidArgument(s) => return write!(f, "invalid argument: {s}"),
-            Error::Rng(s) => return write!(f, "the OS random number generator failed: {s}"),
-            Error::Io(s) => return write!(f, "I/O error: {s}"),
+            Error::Argument(e) => return write!(f, "invalid argument: {e}"),
+            Error::Url(e) => return write!(f, "invalid server address: {e}"),
+            Error::ServerCount(n) => {
+                return write!(
+                    f,
+                    "{n} servers: between 1 and {} are supported",
+                    redlock_core::MAX_SERVERS
+                );
+            }
+            Error::AlreadyReleased => return f.write_str("the lock was released already"),
+            Error::Rng(e) => return write!(f, "the OS random number generator failed: {e}"),
+            Error::Io(e) => return write!(f, "I/O error: {e}"),
         };
         write!(f, "{what} ({outcomes})")
     }
@@ -188,7 +236,16 @@ impl fmt::Debug for Error {
     }
 }
 
-impl core::error::Error for Error {}
+impl core::error::Error for Error {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            Error::Argument(e) => Some(e),
+            Error::Url(e) => Some(e),
+            Error::Rng(e) | Error::Io(e) => Some(&**e),
+            _ => None,
+        }
+    }
+}
 
 /// What a server's outcome means, in a few words ("held by another token"):
 /// the core's `Display` of [`ServerOutcome`].
@@ -441,8 +498,8 @@ impl Builder {
     /// Checks the settings and makes the client. Connections open lazily.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an address that does not parse or a
-    /// server count outside 1..=9; [`Error::DuplicateServer`] when two
+    /// [`Error::Url`] for an address that does not parse,
+    /// [`Error::ServerCount`] for a server count outside 1..=9; [`Error::DuplicateServer`] when two
     /// entries are the same server (the same address and port, whatever the
     /// database or credentials; names are resolved here).
     pub fn build(self) -> Result<Client, Error> {
@@ -451,9 +508,8 @@ impl Builder {
             .iter()
             .map(|s| s.parse::<ServerUrl>())
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        let servers =
-            Servers::new(urls.len()).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            .map_err(Error::Url)?;
+        let servers = Servers::new(urls.len()).map_err(|e| Error::ServerCount(e.0))?;
         let conn = ConnConfig {
             connect_timeout: self.connect_timeout,
             backoff_min: Duration::from_millis(10),
@@ -466,7 +522,7 @@ impl Builder {
                     .as_micros(),
             ),
         };
-        let transport = Transport::new(&urls, conn).map_err(|e| Error::Io(e.to_string()))?;
+        let transport = Transport::new(&urls, conn).map_err(|e| Error::Io(Arc::new(e)))?;
         if let Some((first, second)) = transport.same_server() {
             return Err(Error::DuplicateServer {
                 first: urls[first].address(),
@@ -654,8 +710,10 @@ impl Client {
             now,
         )
         .map_err(|e| match e {
-            redlock_core::ArgumentError::Rng => Error::Rng("no entropy".into()),
-            e => Error::InvalidArgument(e.to_string()),
+            redlock_core::ArgumentError::Rng => {
+                Error::Rng(Arc::new(std::io::Error::other("no entropy for a token")))
+            }
+            e => Error::Argument(e),
         })?;
         let outcome = transport.acquire(op);
         let epoch = transport.epoch();
@@ -752,7 +810,7 @@ impl Client {
             token,
             timeout,
         )
-        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        .map_err(Error::Argument)?;
         self.confirmed(transport.release(op))
     }
 
@@ -789,7 +847,7 @@ impl Client {
             core_duration(ttl),
             now,
         )
-        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        .map_err(Error::Argument)?;
         match transport.extend(op) {
             Ok(extended) => {
                 lock.inner = extended;
@@ -883,13 +941,6 @@ impl Client {
                 .request_timeout_for(core_duration(ttl))
                 .as_micros(),
         )
-    }
-
-    pub(crate) fn extension_limit_reached(&self, lock: &Lock) -> bool {
-        self.shared
-            .config
-            .max_extensions
-            .is_some_and(|max| lock.extensions() >= max)
     }
 
     /// The servers, as given (passwords hidden when displayed).

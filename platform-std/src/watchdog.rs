@@ -40,7 +40,7 @@ impl LockGuard {
     pub fn release(mut self) -> Result<Released, Error> {
         match self.lock.take() {
             Some(lock) => self.client.unlock(&lock),
-            None => Err(Error::InvalidArgument("already released".into())),
+            None => Err(Error::AlreadyReleased),
         }
     }
 
@@ -323,7 +323,7 @@ fn run(client: Client, watch: Arc<Watch>, ttl: Duration) {
                     watch.lose(Lost::NotHeld);
                     return;
                 }
-                Err(Error::InvalidArgument(_)) if client.extension_limit_reached(&attempt) => {
+                Err(Error::Argument(redlock_core::ArgumentError::ExtensionLimit)) => {
                     // No more extensions: hand the lock back before it ends.
                     if !sleep_until(&watch, give_up_at) {
                         watch.lose(Lost::ExtensionLimit);
@@ -451,7 +451,7 @@ impl Client {
         let thread = std::thread::Builder::new()
             .name("redlock-watchdog".into())
             .spawn(move || run(client, w, ttl))
-            .map_err(|e| Error::Io(e.to_string()))?;
+            .map_err(|e| Error::Io(alloc::sync::Arc::new(e)))?;
         Ok(AutoLock {
             client: self.clone(),
             watch,

@@ -402,3 +402,37 @@ fn an_error_reads_as_a_sentence_in_debug_too() {
         assert!(!debug.contains(internal), "{internal} in {debug}");
     }
 }
+
+/// Errors carry typed causes, with `source()` (issue 11).
+#[test]
+fn errors_carry_typed_causes() {
+    use core::error::Error as _;
+    let err = Client::builder()
+        .servers(["127.0.0.1:0"])
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Url(redlock_std::UrlError::BadPort)),
+        "{err}"
+    );
+    assert!(err.source().is_some());
+    let ten: Vec<String> = (1..=10).map(|p| format!("127.0.0.{p}:6379")).collect();
+    let err = Client::builder().servers(&ten).build().unwrap_err();
+    assert_eq!(err, Error::ServerCount(10));
+    let s = servers(3);
+    let c = Client::builder()
+        .servers(s.iter().map(|s| s.addr().to_string()))
+        .max_extensions(0)
+        .build()
+        .unwrap();
+    let mut lock = c.lock("res", Duration::from_secs(5)).unwrap();
+    let err = c.extend(&mut lock, Duration::from_secs(5)).unwrap_err();
+    assert_eq!(
+        err,
+        Error::Argument(redlock_core::ArgumentError::ExtensionLimit)
+    );
+    assert!(err.source().is_some(), "{err}");
+    let err = c.lock("res", Duration::from_micros(10)).unwrap_err();
+    assert_eq!(err, Error::Argument(redlock_core::ArgumentError::Ttl));
+    c.unlock(&lock).unwrap();
+}

@@ -269,7 +269,10 @@ pub(crate) fn failure(what: &str, e: &Error, urls: &[ServerUrl]) -> Failure {
         Error::Lost(_) => (EX_SOFTWARE, "the lock is no longer held on a majority"),
         // The library's message says what happened and what to do.
         Error::FenceLost(_) => (EX_DATAERR, ""),
-        Error::InvalidArgument(_) | Error::DuplicateServer { .. } => (EX_USAGE, ""),
+        Error::Argument(_)
+        | Error::Url(_)
+        | Error::ServerCount(_)
+        | Error::DuplicateServer { .. } => (EX_USAGE, ""),
         _ => (EX_SOFTWARE, ""),
     };
     let message = match (e.outcomes(), e.report()) {

@@ -28,7 +28,7 @@ pub use extend::{Extend, ExtendError};
 pub use fence::{FenceRepair, FenceRepairError, FenceRepaired};
 pub use handshake::SetupError;
 pub use inspect::{HOLDER_CAPACITY, Holding, Inspect, Inspection};
-pub use lock::{ArgumentError, FailureKind, Lock};
+pub use lock::{ArgumentError, FailureKind, Lock, Renewal};
 pub use operation::Operation;
 pub use redlock_resp;
 pub use release::{Release, Released, TOKEN_CAPACITY};

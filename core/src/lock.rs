@@ -109,6 +109,21 @@ impl Lock {
         &self.report
     }
 
+    /// F2: a watchdog's schedule for this lock, given the request timeout
+    /// of its extensions. Start extending when a third of the validity is
+    /// left; if no extension has counted by the validity's end minus a
+    /// margin (two request timeouts, or a tenth of the validity, whichever
+    /// is larger), the lock is lost: the holder must have stopped by then.
+    pub fn renewal(&self, request_timeout: Duration) -> Renewal {
+        let third = Duration::from_micros(self.validity.as_micros() / 3);
+        let tenth = Duration::from_micros(self.validity.as_micros() / 10);
+        let margin = request_timeout.saturating_add(request_timeout).max(tenth);
+        Renewal {
+            extend_at: self.valid_until.saturating_sub(third),
+            give_up_at: self.valid_until.saturating_sub(margin),
+        }
+    }
+
     pub(crate) fn extended(
         &self,
         ttl: Duration,
@@ -127,6 +142,17 @@ impl Lock {
             ..*self
         }
     }
+}
+
+/// F2: when a watchdog extends a held lock, and when it gives it up (see
+/// [`Lock::renewal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Renewal {
+    /// Start extending at this instant.
+    pub extend_at: Instant,
+    /// Without an extension that counted by this instant, the lock is lost.
+    pub give_up_at: Instant,
 }
 
 /// Why an operation failed to get a majority.
@@ -204,5 +230,36 @@ pub(crate) fn normalize_ttl(ttl: Duration) -> Result<Duration, ArgumentError> {
     match ttl.as_millis() {
         0 => Err(ArgumentError::Ttl),
         ms => Ok(Duration::from_millis(ms)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Report;
+    use crate::token::Token;
+
+    #[test]
+    fn the_watchdog_extends_at_a_third_left_and_gives_up_before_the_end() {
+        let token = Token::from_random_bytes([7; 20]);
+        let start = Instant::from_millis(1_000);
+        // A 9 s validity from t = 1 s: valid until 10 s.
+        let lock = Lock::new(
+            token,
+            Duration::from_millis(10_000),
+            start,
+            start,
+            Duration::from_millis(9_000),
+            None,
+            Report::new(3),
+        );
+        let r = lock.renewal(Duration::from_millis(100));
+        assert_eq!(r.extend_at, Instant::from_millis(7_000));
+        // The margin is a tenth of the validity (900 ms > 2 x 100 ms).
+        assert_eq!(r.give_up_at, Instant::from_millis(9_100));
+        // With slow requests, two request timeouts.
+        let r = lock.renewal(Duration::from_millis(800));
+        assert_eq!(r.give_up_at, Instant::from_millis(8_400));
+        assert!(r.extend_at < r.give_up_at);
     }
 }

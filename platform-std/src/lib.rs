@@ -359,11 +359,12 @@ impl Lock {
 
     /// The instant after which the lock must be considered lost.
     pub fn valid_until(&self) -> StdInstant {
-        let since_epoch = self
-            .inner
-            .valid_until()
-            .as_micros()
-            .saturating_sub(transport::CLOCK_ORIGIN_MICROS);
+        self.std_instant(self.inner.valid_until())
+    }
+
+    /// The std instant of a core instant on the client's clock.
+    pub(crate) fn std_instant(&self, t: redlock_core::Instant) -> StdInstant {
+        let since_epoch = t.as_micros().saturating_sub(transport::CLOCK_ORIGIN_MICROS);
         self.epoch + Duration::from_micros(since_epoch)
     }
 

@@ -290,18 +290,11 @@ fn run(client: Client, watch: Arc<Watch>, ttl: Duration) {
     let request_timeout = client.request_timeout(ttl);
     loop {
         let lock = watch.lock();
-        let validity = Duration::from_micros(lock.inner.validity().as_micros());
-        // Extend when a third of the validity is left; give up (lost) when
-        // less than a margin is left without a successful extension.
-        let extend_at = lock
-            .valid_until()
-            .checked_sub(validity / 3)
-            .unwrap_or_else(Instant::now);
-        let margin = (request_timeout * 2).max(validity / 10);
-        let give_up_at = lock
-            .valid_until()
-            .checked_sub(margin)
-            .unwrap_or_else(Instant::now);
+        // The schedule is the core's (F2): extend when a third of the
+        // validity is left; lost when a margin is left without an extension.
+        let renewal = lock.inner.renewal(crate::core_duration(request_timeout));
+        let extend_at = lock.std_instant(renewal.extend_at);
+        let give_up_at = lock.std_instant(renewal.give_up_at);
         if sleep_until(&watch, extend_at) {
             return;
         }

@@ -390,3 +390,38 @@ fn tokens_are_40_lowercase_hex_and_rng_failure_is_an_error() {
     );
     assert_eq!(r.err(), Some(ArgumentError::Rng));
 }
+
+#[test]
+fn failures_and_bad_arguments_say_what_went_wrong() {
+    for (kind, text) in [
+        (FailureKind::Conflict, "held by another client"),
+        (FailureKind::Unavailable, "too few servers answered"),
+        (
+            FailureKind::Expired,
+            "a majority answered too late: no validity left",
+        ),
+        (
+            FailureKind::Lost,
+            "the lock is no longer ours on a majority",
+        ),
+    ] {
+        assert_eq!(kind.to_string(), text);
+    }
+    assert!(
+        FailureKind::FenceLost
+            .to_string()
+            .contains("redlock fence-repair RESOURCE --at-least N")
+    );
+    for (error, text) in [
+        (ArgumentError::Ttl, "the ttl must be at least 1 ms"),
+        (ArgumentError::Rng, "the random number generator failed"),
+        (
+            ArgumentError::ExtensionLimit,
+            "the lock reached its extension limit",
+        ),
+        (ArgumentError::Expired, "the lock has expired"),
+        (ArgumentError::Token, "the token is longer than 64 bytes"),
+    ] {
+        assert_eq!(error.to_string(), text);
+    }
+}

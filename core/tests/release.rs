@@ -6,8 +6,10 @@
 mod common;
 
 use common::*;
+use redlock_core::handshake::Step;
+use redlock_core::redlock_resp::ErrorKind;
 use redlock_core::{
-    ArgumentError, Config, Lock, Operation, Release, ServerId, ServerOutcome, Servers,
+    ArgumentError, Config, Lock, Operation, Release, ServerId, ServerOutcome, Servers, SetupError,
 };
 
 #[test]
@@ -54,6 +56,8 @@ fn release_is_idempotent_and_waits_for_every_server_or_its_timeout() {
     d.op.handle_timeout(ms(20));
     let released = d.outcome().unwrap();
     assert_eq!(released.deleted(), 0);
+    // Two of three had no key of ours: the key is gone on a majority.
+    assert_eq!(released.confirmed(), 2);
     assert!(!released.complete());
     assert_eq!(
         released.report.outcomes(),
@@ -105,4 +109,31 @@ fn releases_are_marked_for_delivery_and_nothing_else_is() {
     let servers = Servers::new(3).unwrap();
     let mut d = Drive::new(Release::for_lock(&no_retry(), &servers, b"res", &lock));
     assert!(d.sent(ms(2)).iter().all(|s| s.release));
+}
+
+#[test]
+fn a_release_does_not_wait_for_a_server_its_handshake_refused() {
+    let servers = Servers::new(3).unwrap();
+    let mut d = release(&servers, 20);
+    assert_eq!(d.sent(ms(0)).len(), 3);
+    let why = SetupError::Refused {
+        step: Step::Auth,
+        kind: ErrorKind::NoPerm,
+    };
+    d.op.handle_setup_error(ms(1), ServerId(1), why);
+    d.reply(ms(2), 0, b":1\r\n").unwrap();
+    assert!(d.outcome().is_none());
+    assert!(!d.op.is_finished(), "server 2 has not answered");
+    d.reply(ms(2), 2, b":0\r\n").unwrap();
+    assert!(d.op.is_finished(), "no timeout to wait for");
+    let released = d.outcome().unwrap();
+    assert_eq!(
+        released.report.outcomes(),
+        &[
+            ServerOutcome::Ok,
+            ServerOutcome::Setup(why),
+            ServerOutcome::NotHeld
+        ]
+    );
+    assert_eq!((released.deleted(), released.confirmed()), (1, 2));
 }

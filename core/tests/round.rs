@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use redlock_core::redlock_resp::ErrorKind;
 use redlock_core::redlock_resp::script::RELEASE;
-use redlock_core::{Config, Operation, Release, ServerId, ServerOutcome, Servers};
+use redlock_core::{Config, FailureKind, Operation, Release, ServerId, ServerOutcome, Servers};
 
 #[test]
 fn noscript_falls_back_to_eval_transparently() {
@@ -84,6 +84,12 @@ fn push_replies_are_skipped() {
     assert!(d.outcome().is_none());
     d.reply(ms(1), 0, b"+OK\r\n").unwrap();
     assert!(d.outcome().unwrap().is_ok());
+    // A reply with no request left is out of step, and says so.
+    let err = d.reply(ms(2), 0, b"+OK\r\n").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "a reply arrived for no request: the stream is out of step"
+    );
 }
 
 #[test]
@@ -143,4 +149,46 @@ fn server_counts_are_bounded() {
     assert!(Servers::new(redlock_core::MAX_SERVERS).is_ok());
     assert!(Servers::new(redlock_core::MAX_SERVERS + 1).is_err());
     const { assert!(redlock_core::MAX_SERVERS >= 9) };
+}
+
+#[test]
+fn a_server_with_requests_piled_up_is_given_up_on_at_once() {
+    // Server 2 never answers. Each failed attempt leaves a SET and a release
+    // in flight there; by the third attempt it has four unanswered requests,
+    // so its SET is not sent: it counts as timed out at once, and the
+    // attempt is decided on the replies of 0 and 1 without waiting.
+    let config = Config {
+        request_timeout: Some(dur(10)),
+        ..retrying(2, 0)
+    };
+    let mut d = acquire(&config, 3, 10_000, ms(0));
+    let mut now = ms(0);
+    for attempt in 1..=3 {
+        let sent = d.sent(now);
+        let to_2 = sent.iter().any(|s| s.server == 2);
+        assert_eq!(to_2, attempt < 3, "attempt {attempt}: {sent:?}");
+        d.reply(now, 0, b"+OK\r\n").unwrap();
+        d.reply(now, 1, b"$-1\r\n").unwrap();
+        if attempt == 3 {
+            break;
+        }
+        assert!(d.outcome().is_none(), "server 2 may still vote");
+        now = now.saturating_add(dur(10));
+        d.op.handle_timeout(now);
+        assert_eq!(d.sent(now).len(), 3, "A5 after attempt {attempt}");
+        d.reply(now, 0, b":1\r\n").unwrap();
+        d.reply(now, 1, b":0\r\n").unwrap();
+        now = d.op.poll_timeout().unwrap();
+        d.op.handle_timeout(now);
+    }
+    let err = d.outcome().expect("decided without waiting").unwrap_err();
+    assert_eq!((err.kind, err.attempts), (FailureKind::Conflict, 3));
+    assert_eq!(
+        err.report.outcomes(),
+        &[
+            ServerOutcome::Ok,
+            ServerOutcome::Held,
+            ServerOutcome::TimedOut
+        ]
+    );
 }

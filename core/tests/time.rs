@@ -1,8 +1,9 @@
-//! Tests of the core's integer time: the drift ratio maths.
+//! Tests of the core's integer time: conversions, checked and saturating
+//! arithmetic, display, and the drift ratio maths.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
-use redlock_core::Duration;
+use redlock_core::{Duration, Instant};
 
 #[test]
 fn drift_ratio_maths_is_exact_and_saturates() {
@@ -44,5 +45,31 @@ fn drift_ratio_maths_is_exact_and_saturates() {
             want,
             "{x} * {num} / {den}"
         );
+    }
+}
+
+#[test]
+fn durations_and_instants_convert_add_and_print() {
+    let d = Duration::from_millis(3);
+    assert_eq!(d.as_micros(), 3_000);
+    assert_eq!(
+        d.checked_add(Duration::from_micros(5)),
+        Some(Duration::from_micros(3_005))
+    );
+    assert_eq!(Duration::MAX.checked_add(Duration::from_micros(1)), None);
+    assert_eq!(d.checked_sub(Duration::from_millis(4)), None);
+    let t = Instant::from_millis(7);
+    assert_eq!(t.as_micros(), 7_000);
+    assert_eq!(Instant::from_micros(12).as_micros(), 12);
+    assert_eq!(t.saturating_add(d).as_micros(), 10_000);
+    // Milliseconds, with the microseconds only when there are any.
+    for (micros, text) in [
+        (0, "0ms"),
+        (15_000, "15ms"),
+        (1_500, "1.500ms"),
+        (7, "0.007ms"),
+        (123_456_789, "123456.789ms"),
+    ] {
+        assert_eq!(Duration::from_micros(micros).to_string(), text);
     }
 }

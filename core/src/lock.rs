@@ -118,9 +118,16 @@ impl Lock {
         let third = Duration::from_micros(self.validity.as_micros() / 3);
         let tenth = Duration::from_micros(self.validity.as_micros() / 10);
         let margin = request_timeout.saturating_add(request_timeout).max(tenth);
+        let give_up_at = self.valid_until.saturating_sub(margin);
+        // A validity too short for both: still one request's time to try
+        // before giving up (or none, when even that does not fit).
+        let extend_at = self
+            .valid_until
+            .saturating_sub(third)
+            .min(give_up_at.saturating_sub(request_timeout));
         Renewal {
-            extend_at: self.valid_until.saturating_sub(third),
-            give_up_at: self.valid_until.saturating_sub(margin),
+            extend_at,
+            give_up_at,
         }
     }
 
@@ -261,5 +268,10 @@ mod tests {
         let r = lock.renewal(Duration::from_millis(800));
         assert_eq!(r.give_up_at, Instant::from_millis(8_400));
         assert!(r.extend_at < r.give_up_at);
+        // A validity under six request timeouts: the extension still starts
+        // a request's time before giving up.
+        let r = lock.renewal(Duration::from_millis(2_000));
+        assert_eq!(r.give_up_at, Instant::from_millis(6_000));
+        assert_eq!(r.extend_at, Instant::from_millis(4_000));
     }
 }

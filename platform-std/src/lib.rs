@@ -138,6 +138,11 @@ pub enum Error {
 
 impl PartialEq for Error {
     fn eq(&self, other: &Error) -> bool {
+        if core::mem::discriminant(self) != core::mem::discriminant(other) {
+            return false;
+        }
+        // Same variant: compare what it carries (exhaustive, so that a new
+        // variant must say how it compares).
         match (self, other) {
             (Error::Conflict(a), Error::Conflict(b))
             | (Error::Unavailable(a), Error::Unavailable(b))
@@ -160,7 +165,21 @@ impl PartialEq for Error {
             (Error::AlreadyReleased, Error::AlreadyReleased) => true,
             // I/O errors compare by kind.
             (Error::Rng(a), Error::Rng(b)) | (Error::Io(a), Error::Io(b)) => a.kind() == b.kind(),
-            _ => false,
+            (
+                Error::Conflict(_)
+                | Error::Unavailable(_)
+                | Error::Expired(_)
+                | Error::Lost(_)
+                | Error::FenceLost(_)
+                | Error::DuplicateServer { .. }
+                | Error::Argument(_)
+                | Error::Url(_)
+                | Error::ServerCount(_)
+                | Error::AlreadyReleased
+                | Error::Rng(_)
+                | Error::Io(_),
+                _,
+            ) => false,
         }
     }
 }
@@ -254,7 +273,11 @@ pub fn describe(o: ServerOutcome) -> String {
 }
 
 /// The OS random number generator, for tokens. A failure is an error.
-struct OsRng;
+/// The last failure is kept, so that the error reports the OS's own.
+#[derive(Default)]
+struct OsRng {
+    failed: Option<getrandom::Error>,
+}
 
 #[derive(Debug)]
 struct RngError(std::io::Error);
@@ -280,7 +303,10 @@ impl rand_core::TryRng for OsRng {
         Ok(u64::from_le_bytes(b))
     }
     fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), RngError> {
-        getrandom::fill(dst).map_err(|e| RngError(std::io::Error::other(e.to_string())))
+        getrandom::fill(dst).map_err(|e| {
+            self.failed = Some(e);
+            RngError(std::io::Error::other(e.to_string()))
+        })
     }
 }
 
@@ -695,26 +721,37 @@ impl Client {
         deadline: Option<StdInstant>,
     ) -> Result<Lock, Error> {
         let transport = &self.shared.transport;
+        // Name lookups first: they must not eat into the validity (A1).
+        transport.resolve_wanted_names();
         let servers = transport.servers(self.shared.servers);
         let now = transport.now();
         let deadline = deadline.map(|d| {
             let from_now = d.saturating_duration_since(StdInstant::now());
             now.saturating_add(core_duration(from_now))
         });
+        let mut rng = OsRng::default();
         let op = Acquire::new(
             &config,
             &servers,
             Resource::new(resource),
             core_duration(ttl),
             deadline,
-            &mut OsRng,
+            &mut rng,
             now,
         )
-        .map_err(|e| match e {
-            redlock_core::ArgumentError::Rng => {
+        .map_err(|e| match (e, rng.failed) {
+            (redlock_core::ArgumentError::Rng, Some(os)) => {
+                // The OS's own error where it has a code.
+                let os = match os.raw_os_error() {
+                    Some(code) => std::io::Error::from_raw_os_error(code),
+                    None => std::io::Error::other(os.to_string()),
+                };
+                Error::Rng(Arc::new(os))
+            }
+            (redlock_core::ArgumentError::Rng, None) => {
                 Error::Rng(Arc::new(std::io::Error::other("no entropy for a token")))
             }
-            e => Error::Argument(e),
+            (e, _) => Error::Argument(e),
         })?;
         let outcome = transport.acquire(op);
         let epoch = transport.epoch();
@@ -839,6 +876,7 @@ impl Client {
     pub fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<(), Error> {
         let transport = &self.shared.transport;
         let servers = &self.shared.servers;
+        transport.resolve_wanted_names();
         let now = transport.now();
         let op = Extend::new(
             &self.shared.config,

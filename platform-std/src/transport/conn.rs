@@ -34,6 +34,10 @@ pub(super) struct Conn {
     pub(super) addrs: Vec<SocketAddr>,
     /// When `addrs` was resolved.
     pub(super) resolved_at: Option<StdInstant>,
+    /// Addresses a lookup found (outside the state lock), adopted by the
+    /// next connect that has tried every address (and checked there for a
+    /// duplicate server before use).
+    pub(super) looked_up: Option<Vec<SocketAddr>>,
     /// The address of `addrs` the next connect tries: connects that fail
     /// move on to the next one (a host name with an IPv6 and an IPv4
     /// address, a server listening on one of them), and after all of them
@@ -102,6 +106,10 @@ impl core::fmt::Debug for Conn {
 impl Conn {
     /// The invariants written at [`Conn`], in debug builds.
     pub(super) fn check_invariants(&self) {
+        if std::thread::panicking() {
+            // Unwinding already: a second panic would abort the process.
+            return;
+        }
         debug_assert!(
             self.held.is_empty()
                 || (self.handshake_left > 0 && !matches!(self.state, ConnState::Down { .. })),
@@ -182,6 +190,7 @@ impl Conn {
     /// exponential backoff), with why the server is refused, if it is.
     /// Returns the requests of operations it dropped, as `(slot, serial)`:
     /// routing them to their operations is the caller's business.
+    #[must_use = "the operations whose requests were dropped must be told"]
     pub(super) fn fail(
         &mut self,
         registry: &Registry,

@@ -44,7 +44,8 @@ pub(super) struct Leadership {
 impl<J: Job> State<J> {
     /// The invariants written at [`Leadership`], in debug builds.
     pub(super) fn check_leadership(&self) {
-        if !cfg!(debug_assertions) {
+        if !cfg!(debug_assertions) || std::thread::panicking() {
+            // Unwinding already: a second panic would abort the process.
             return;
         }
         let lead = &self.lead;

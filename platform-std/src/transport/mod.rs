@@ -211,14 +211,15 @@ impl<J: Job> Transport<J> {
         // `Instant + connect_timeout` must not overflow (`Duration::MAX`).
         config.connect_timeout = config.connect_timeout.min(StdDuration::from_secs(1 << 32));
         let now = StdInstant::now();
-        let conns = urls
+        let conns: Vec<Conn> = urls
             .iter()
             .map(|url| Conn {
                 url: url.clone(),
                 // Resolved here, outside the state lock (a name lookup may
-                // block); if it fails now, the first connect tries again.
+                // block); if it fails now, the first call looks it up again.
                 addrs: resolve(url).unwrap_or_default(),
                 resolved_at: Some(now),
+                looked_up: None,
                 addr_next: 0,
                 stream: None,
                 state: ConnState::Down { retry_at: now },
@@ -242,7 +243,16 @@ impl<J: Job> Transport<J> {
         let poll = Poll::new()?;
         let waker = Waker::new(poll.registry(), WAKE)?;
         let registry = poll.registry().try_clone()?;
-        let resolve_wanted = Arc::new(AtomicU16::new(0));
+        // Names that did not resolve now are looked up again by the first
+        // call (before it takes the lock).
+        let unresolved = conns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.addrs.is_empty())
+            .fold(0u16, |m, (i, _)| {
+                m | 1u16.checked_shl(i as u32).unwrap_or(0)
+            });
+        let resolve_wanted = Arc::new(AtomicU16::new(unresolved));
         let state = State {
             registry,
             conns,
@@ -278,8 +288,10 @@ impl<J: Job> Transport<J> {
     }
 
     /// Looks up again, without holding the state lock, the host names that
-    /// connects asked for, and gives the connections their new addresses.
-    fn resolve_wanted_names(&self) {
+    /// connects asked for, and hands the connections what was found. The
+    /// client calls it before it reads the clock for an operation, so that
+    /// a slow lookup does not eat into a validity.
+    pub(crate) fn resolve_wanted_names(&self) {
         // Nothing wanted: no lock taken (the common case).
         let mask = self.resolve_wanted.swap(0, Ordering::Relaxed);
         if mask == 0 {
@@ -302,9 +314,15 @@ impl<J: Job> Transport<J> {
             };
             match addrs {
                 Ok(addrs) => {
-                    conn.addrs = addrs;
-                    conn.addr_next = 0;
-                    conn.resolved_at = Some(StdInstant::now());
+                    // Adopted by the next connect that has tried every
+                    // address, where the duplicate check sees it first.
+                    conn.looked_up = Some(addrs);
+                    if let ConnState::Down { retry_at } = &mut conn.state {
+                        if conn.addrs.is_empty() {
+                            // It was down for want of an address: try now.
+                            *retry_at = StdInstant::now();
+                        }
+                    }
                 }
                 Err(e) => log::warn!("redlock: cannot resolve {}: {e}", conn.url),
             }

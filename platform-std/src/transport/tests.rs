@@ -701,3 +701,64 @@ fn debug_never_shows_the_auth_bytes() {
     let inner = as_bytes.trim_matches(|c| c == '[' || c == ']');
     assert!(!shown.contains(inner), "{shown}");
 }
+
+/// A name that did not resolve when the client was built is looked up by
+/// the first call, before it takes the lock, and that call goes through.
+#[test]
+fn a_name_unresolved_at_build_is_looked_up_by_the_first_call() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    serve_ok(listener);
+    let url: ServerUrl = format!("localhost:{port}").parse().unwrap();
+    let t = Arc::new(Transport::<TestOp>::new(&[url], config()).unwrap());
+    {
+        // As if the lookup had failed in `new`, which then asks for one.
+        let mut st = t.lock();
+        st.conns[0].addrs.clear();
+        t.resolve_wanted.store(1, Ordering::Relaxed);
+    }
+    assert_eq!(t.run(TestOp::ping(&t, 30_000)), 7, "the first call works");
+}
+
+/// A lookup that lands while a connect to an old address is in progress
+/// is not used by that connect's fallback to its next address: it is
+/// adopted only where the duplicate check sees it first (review finding).
+#[test]
+fn a_lookup_landing_during_a_connect_is_checked_before_use() {
+    let b = TcpListener::bind("127.0.0.1:0").unwrap();
+    let bport = b.local_addr().unwrap().port();
+    serve_ok(b);
+    let dead = |_: u8| {
+        let gone = TcpListener::bind("127.0.0.1:0").unwrap();
+        gone.local_addr().unwrap()
+    };
+    let urls: Vec<ServerUrl> = vec![
+        format!("localhost:{bport}").parse().unwrap(),
+        format!("127.0.0.1:{bport}").parse().unwrap(),
+    ];
+    let t = Arc::new(Transport::<TestOp>::new(&urls, config()).unwrap());
+    {
+        let mut st = t.lock();
+        // Entry 0's name used to stand for another server (now gone).
+        st.conns[0].addrs = vec![dead(0)];
+        st.conns[0].addr_next = 0;
+        assert!(st.connect(0).is_ok());
+        // A call's lookup finds entry 1's server behind the name.
+        st.conns[0].looked_up = Some(vec![dead(1), format!("127.0.0.1:{bport}").parse().unwrap()]);
+        // The old connect fails: no address of the old list is left, and
+        // the new list is not used here.
+        st.fail_connect(0);
+        assert!(matches!(st.conns[0].state, ConnState::Down { .. }));
+    }
+    std::thread::sleep(StdDuration::from_millis(50)); // past the backoff
+    assert_eq!(t.run(TestOp::ping(&t, 2_000)), 1, "not used");
+    let st = t.lock();
+    assert!(
+        matches!(
+            st.conns[0].refused,
+            Some((SetupError::SameServer(ServerId(1)), _))
+        ),
+        "{:?}",
+        st.conns[0].refused
+    );
+}

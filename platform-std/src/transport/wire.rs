@@ -56,8 +56,14 @@ impl<J: Job> State<J> {
         let conn = &mut self.conns[i];
         if conn.addr_next >= conn.addrs.len() {
             conn.addr_next = 0;
-            // Every address was tried: the name is looked up again when
-            // there is none, or rarely; never here, under the state lock (a
+            // Every address was tried. A lookup done since (by a call, before
+            // it took the lock) is adopted here, and only here, so that the
+            // duplicate check below sees it before any address is used.
+            if let Some(addrs) = conn.looked_up.take() {
+                conn.addrs = addrs;
+            }
+            // The name is looked up again when there is no address, or at
+            // most every RESOLVE_AGAIN; never here, under the state lock (a
             // lookup would block every caller), but by the next call before
             // it takes the lock. An address literal needs no lookup.
             let stale = conn
@@ -70,6 +76,9 @@ impl<J: Job> State<J> {
                         conn.resolved_at = Some(StdInstant::now());
                     }
                     Err(_) => {
+                        // Asked for now, so asked again only after
+                        // RESOLVE_AGAIN (or at the next wrap with no address).
+                        conn.resolved_at = Some(StdInstant::now());
                         let bit = 1u16.checked_shl(i as u32).unwrap_or(0);
                         self.resolve_wanted.fetch_or(bit, Ordering::Relaxed);
                     }

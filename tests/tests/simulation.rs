@@ -23,26 +23,23 @@ fn replay() -> Option<u64> {
 }
 
 /// Runs the seeds `range` of `make`, on all cores; panics with the first
-/// failing seed, printed so that `SIM_SEED` replays it.
-fn run_seeds(
-    name: &str,
-    range: core::ops::Range<u64>,
-    make: fn(u64) -> Scenario,
-) -> (usize, usize) {
+/// failing seed, printed so that `SIM_SEED` replays it. Returns the
+/// counts summed over the runs.
+fn run_seeds(name: &str, range: core::ops::Range<u64>, make: fn(u64) -> Scenario) -> RunReport {
     if let Some(seed) = replay() {
         let sc = make(seed);
         println!("{name} seed {seed}: {sc:#?}");
         let report = run(sc);
         println!("{report:#?}");
         assert!(report.violations.is_empty(), "{name}: seed {seed} failed");
-        return (report.grants, report.failures);
+        return report;
     }
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
     let handles: Vec<_> = (0..threads)
         .map(|t| {
             let range = range.clone();
             std::thread::spawn(move || {
-                let (mut grants, mut failures) = (0, 0);
+                let mut totals = RunReport::default();
                 for seed in range.filter(|s| s % threads == t) {
                     let report = match std::panic::catch_unwind(|| run(make(seed))) {
                         Ok(report) => report,
@@ -51,20 +48,16 @@ fn run_seeds(
                     if !report.violations.is_empty() {
                         return Err((seed, report));
                     }
-                    grants += report.grants;
-                    failures += report.failures;
+                    add(&mut totals, &report);
                 }
-                Ok((grants, failures))
+                Ok(totals)
             })
         })
         .collect();
-    let mut totals = (0, 0);
+    let mut totals = RunReport::default();
     for h in handles {
         match h.join().unwrap() {
-            Ok((g, f)) => {
-                totals.0 += g;
-                totals.1 += f;
-            }
+            Ok(part) => add(&mut totals, &part),
             Err((seed, report)) => {
                 panic!(
                     "{name}: seed {seed} failed (replay with SIM_SEED={seed}): {:?} (none: it panicked)",
@@ -74,34 +67,47 @@ fn run_seeds(
         }
     }
     println!(
-        "{name}: {} seeds, {} grants, {} failed acquisitions",
+        "{name}: {} seeds, {} grants, {} failed acquisitions, {} extensions, {} locks lost",
         range.end - range.start,
-        totals.0,
-        totals.1
+        totals.grants,
+        totals.failures,
+        totals.extensions,
+        totals.lost
     );
     totals
 }
 
+fn add(totals: &mut RunReport, report: &RunReport) {
+    totals.grants += report.grants;
+    totals.failures += report.failures;
+    totals.extensions += report.extensions;
+    totals.lost += report.lost;
+}
+
 #[test]
 fn within_the_assumptions_no_checker_fires() {
-    let (grants, failures) = run_seeds("assumptions", 0..seeds(), Scenario::within_assumptions);
+    let totals = run_seeds("assumptions", 0..seeds(), Scenario::within_assumptions);
     if replay().is_none() {
-        // The runs did real work, with contention and faults.
-        assert!(grants > seeds() as usize, "{grants} grants");
+        // The runs did real work, with contention and faults, and holders
+        // that extended their locks and lost some.
+        assert!(totals.grants > seeds() as usize, "{} grants", totals.grants);
         assert!(
-            failures > 0,
+            totals.failures > 0,
             "no acquisition ever failed: the faults did nothing"
         );
+        assert!(totals.extensions > seeds() as usize, "{totals:?}");
+        assert!(totals.lost > 0, "no watchdog ever lost a lock: {totals:?}");
     }
 }
 
 #[test]
 fn with_a_majority_up_and_no_contention_every_acquisition_succeeds() {
     let n = (seeds() / 10).max(100);
-    let (grants, failures) = run_seeds("liveness", 0..n, Scenario::liveness);
+    let totals = run_seeds("liveness", 0..n, Scenario::liveness);
     if replay().is_none() {
-        assert_eq!(failures, 0);
-        assert!(grants >= 2 * n as usize);
+        assert_eq!(totals.failures, 0);
+        assert!(totals.grants >= 2 * n as usize);
+        assert!(totals.extensions > 0, "{totals:?}");
     }
 }
 
@@ -367,4 +373,135 @@ fn the_repair_rule_keeps_fences_increasing_even_without_the_guard() {
             .count();
     }
     assert_eq!(regressions, 0);
+}
+
+/// Contended holders that keep their locks with the watchdog, for one to
+/// three validities; servers 0 and 1 of three restart without persistence
+/// at once, with the restart guard on.
+fn extending_with_restarts(seed: u64) -> Scenario {
+    let mut sc = quiet(contended(seed));
+    sc.servers = 3;
+    sc.watchdog = true;
+    sc.hold_permille = (1_500, 3_000);
+    sc.crashes = Some(Crashes {
+        per_ms_ppm: 3_000,
+        persistent: false,
+        down_ms: (1, 3),
+        only_first: 2,
+    });
+    sc.config.restart_guard = Some(Duration::from_millis(sc.ttl_ms));
+    sc
+}
+
+#[test]
+fn extensions_with_the_restart_guard_stay_safe() {
+    // A key lost on a majority fails the next extension (a majority says it
+    // is no longer ours), and the holder stops before the guard lets a
+    // restarted server vote for anyone else.
+    let (mut extensions, mut lost) = (0, 0);
+    let mut flagged = None;
+    for seed in 0..150 {
+        let report = run(extending_with_restarts(seed));
+        extensions += report.extensions;
+        lost += report.lost;
+        if let Some(v) = report.violations.first() {
+            flagged.get_or_insert((seed, v.clone()));
+        }
+    }
+    assert!(
+        extensions > 0 && lost > 0,
+        "{extensions} extensions, {lost} lost"
+    );
+    assert_eq!(flagged, None);
+}
+
+/// Contended holders that keep their locks with the watchdog for one to
+/// three validities, over three servers that are often cut off (for up to a
+/// ttl) and connections that often reset: many extension rounds reach only
+/// some of the servers.
+fn extending_over_a_bad_network(seed: u64) -> Scenario {
+    let mut sc = quiet(contended(seed));
+    sc.servers = 3;
+    sc.watchdog = true;
+    sc.hold_permille = (1_500, 3_000);
+    sc.partition = (1_000, sc.ttl_ms);
+    sc.reset_ppm = 20_000;
+    sc
+}
+
+#[test]
+fn extensions_over_a_bad_network_stay_safe() {
+    let mut extensions = 0;
+    let mut flagged = 0;
+    let mut first = None;
+    for seed in 0..200 {
+        let report = run(extending_over_a_bad_network(seed));
+        extensions += report.extensions;
+        if let Some(v) = report.violations.first() {
+            flagged += 1;
+            first.get_or_insert((seed, v.clone()));
+        }
+    }
+    assert!(extensions > 1_000, "{extensions} extensions");
+    assert_eq!(flagged, 0, "{first:?}");
+}
+
+#[test]
+fn broken_variant_half_quorum_extension_is_caught() {
+    // The same runs, with acquisitions as they are but extensions that
+    // count with N/2 votes (one of three): a holder extends on the one
+    // server it reached while its key expires on the two others, where
+    // another client takes the lock.
+    let (flagged, first) = violations(200, |seed| {
+        let mut sc = extending_over_a_bad_network(seed);
+        sc.extend_config = Some(Config {
+            mutants: Mutants {
+                half_quorum: true,
+                ..Mutants::NONE
+            },
+            ..sc.config
+        });
+        sc
+    });
+    println!("extension quorum N/2: {flagged}/200 runs flagged, e.g. {first:?}");
+    assert!(flagged > 0);
+}
+
+/// Contended holders with watchdogs, and late replies: frequent delay
+/// spikes of up to a ttl, on top of the usual resets and partitions.
+fn extending_with_late_replies(seed: u64) -> Scenario {
+    let mut sc = contended(seed);
+    sc.watchdog = true;
+    sc.hold_permille = (1_500, 3_000);
+    sc.crashes = None;
+    sc.pause = (0, (0, 0));
+    sc.spike = (50_000, sc.ttl_ms * 1_000);
+    sc
+}
+
+#[test]
+fn negative_control_a_late_extension_is_caught() {
+    // A broken client that keeps extending until its validity ends and
+    // counts a round whose majority came too late: checker 6 fires. The
+    // real watchdog, in the same runs, is never flagged.
+    let mut late = 0;
+    let mut flagged = 0;
+    let mut real_flagged = None;
+    for seed in 0..150 {
+        let mut sc = extending_with_late_replies(seed);
+        if let Some(v) = run(sc.clone()).violations.first() {
+            real_flagged.get_or_insert((seed, v.clone()));
+        }
+        sc.late_extensions_count = true;
+        let report = run(sc);
+        flagged += u32::from(!report.violations.is_empty());
+        late += report
+            .violations
+            .iter()
+            .filter(|v| matches!(v, Violation::LateExtension { .. }))
+            .count();
+    }
+    println!("late extensions counted: {flagged}/150 runs flagged, {late} late extensions");
+    assert_eq!(real_flagged, None);
+    assert!(late > 0);
 }

@@ -26,12 +26,36 @@ pub enum Violation {
         /// Attempts it made.
         attempts: u32,
     },
+    /// An extension failed although a majority was up without contention (checker 3).
+    NotExtended {
+        /// The client.
+        client: usize,
+    },
     /// A failed acquisition's key was still on a server after settling (checker 4).
     LeftBehind {
         /// The server.
         server: usize,
         /// The token.
         token: String,
+    },
+    /// A client used the lock after the validity it was given, extensions
+    /// included, had ended (checker 5).
+    UsedPastValidity {
+        /// The client.
+        client: usize,
+        /// When the validity ended (real µs).
+        validity_end: u64,
+        /// When the client stopped using the lock (real µs).
+        used_until: u64,
+    },
+    /// An extension counted after the validity it extended had ended (checker 6).
+    LateExtension {
+        /// The client.
+        client: usize,
+        /// When the validity it extended ended (real µs).
+        validity_end: u64,
+        /// When the extension counted (real µs).
+        counted: u64,
     },
 }
 
@@ -44,11 +68,42 @@ pub struct RunReport {
     pub grants: usize,
     /// Failed acquisitions.
     pub failures: usize,
+    /// Extensions that counted.
+    pub extensions: usize,
+    /// Locks the watchdog declared lost.
+    pub lost: usize,
     /// Simulated time at the end, µs.
     pub end_us: u64,
 }
 
 impl Sim {
+    /// Records that client `c`, granted the lock at `granted` (real µs),
+    /// stops using it now; checker 5: not after `validity_end` (real µs),
+    /// the end of the last validity the core gave it.
+    pub(super) fn check_use(&mut self, c: usize, granted: u64, validity_end: u64) {
+        self.uses.push((c, granted, self.now));
+        if self.now > validity_end {
+            self.report.violations.push(Violation::UsedPastValidity {
+                client: c,
+                validity_end,
+                used_until: self.now,
+            });
+        }
+    }
+
+    /// Checker 6: client `c` counts an extension now, which must be before
+    /// `valid_until` (its local clock, µs), the end of the validity extended.
+    pub(super) fn check_extension(&mut self, c: usize, valid_until: u64) {
+        let validity_end = self.clients[c].clock.real(valid_until);
+        if self.now >= validity_end {
+            self.report.violations.push(Violation::LateExtension {
+                client: c,
+                validity_end,
+                counted: self.now,
+            });
+        }
+    }
+
     pub(super) fn check_overlaps(&mut self) {
         let mut uses = self.uses.clone();
         uses.sort_by_key(|u| u.1);

@@ -6,9 +6,10 @@
 
 use alloc::collections::VecDeque;
 
-use redlock_core::{Acquire, Duration, Instant, Lock, Operation, Release, Servers};
+use redlock_core::{Acquire, Duration, Instant, Operation, Release, Servers};
 
 use super::clock::Clock;
+use super::watchdog::Holding;
 use super::{Event, RESOURCE, Sim, Violation};
 
 #[allow(clippy::large_enum_variant)] // one per simulated client
@@ -18,11 +19,7 @@ pub(super) enum State {
         op: Acquire<&'static [u8]>,
         started_real: u64,
     },
-    Holding {
-        lock: Lock,
-        granted_real: u64,
-        until_local: u64,
-    },
+    Holding(Holding),
     Releasing(Release<&'static [u8]>),
     Finished,
 }
@@ -69,6 +66,10 @@ impl Sim {
             let t = match &mut client.state {
                 State::Acquiring { op, .. } => op.poll_transmit(now, &mut buf).unwrap(),
                 State::Releasing(op) => op.poll_transmit(now, &mut buf).unwrap(),
+                State::Holding(Holding {
+                    extending: Some((op, _)),
+                    ..
+                }) => op.poll_transmit(now, &mut buf).unwrap(),
                 _ => None,
             };
             let Some(t) = t else { break };
@@ -97,6 +98,13 @@ impl Sim {
             op.handle_timeout(now);
         }
         if let State::Releasing(op) = &mut self.clients[c].state {
+            op.handle_timeout(now);
+        }
+        if let State::Holding(Holding {
+            extending: Some((op, _)),
+            ..
+        }) = &mut self.clients[c].state
+        {
             op.handle_timeout(now);
         }
         self.flush(c);
@@ -153,11 +161,7 @@ impl Sim {
                     if self.sc.pause_while_holding {
                         self.maybe_pause(c, true);
                     }
-                    State::Holding {
-                        lock,
-                        granted_real: self.now,
-                        until_local: now.as_micros() + hold,
-                    }
+                    State::Holding(self.hold(lock, now.as_micros(), hold))
                 }
                 Some(Err(e)) => {
                     if self.trace {
@@ -195,26 +199,13 @@ impl Sim {
                     self.idle(c)
                 }
             },
-            State::Holding {
-                lock,
-                granted_real,
-                until_local,
-            } => {
-                if now.as_micros() < until_local {
-                    State::Holding {
-                        lock,
-                        granted_real,
-                        until_local,
-                    }
-                } else {
-                    // The critical section ends now (in real time).
-                    self.uses.push((c, granted_real, self.now));
-                    self.clients[c].op_serial += 1;
-                    let servers = self.clients[c].servers;
-                    let op = Release::for_lock(&self.sc.config, &servers, RESOURCE, &lock);
-                    self.clients[c].state = State::Releasing(op);
+            State::Holding(h) => {
+                let (next, again) = self.step_holding(c, h, now.as_micros());
+                if again {
+                    self.clients[c].state = next;
                     return self.step(c);
                 }
+                next
             }
             State::Releasing(mut op) => match op.poll_outcome() {
                 None => State::Releasing(op),
@@ -251,7 +242,7 @@ impl Sim {
         let local = match &self.clients[c].state {
             State::Acquiring { op, .. } => op.poll_timeout().map(Instant::as_micros),
             State::Releasing(op) => op.poll_timeout().map(Instant::as_micros),
-            State::Holding { until_local, .. } => Some(*until_local),
+            State::Holding(h) => Some(h.wake_at()),
             State::Idle | State::Finished => return,
         };
         if let Some(local) = local {

@@ -14,17 +14,27 @@
 //!   (parts per million); clients can be paused (SIGSTOP-like: their clock
 //!   runs, they do nothing).
 //! - Every request and reply is encoded and parsed with `redlock-resp`.
+//! - **Clients** cycle through acquire, hold, release; with a watchdog
+//!   (`Scenario::watchdog`) a holder extends its lock on the schedule of
+//!   `redlock-std`'s watchdog with the core's `Extend`, and stops using it as
+//!   soon as the watchdog declares it lost.
 //!
-//! Checkers: (1) no two clients' lock uses overlap in real time; (2) fencing
-//! tokens strictly increase in grant order; (3) liveness: with a majority up
-//! and no contention, every acquisition succeeds at the first attempt; (4) no
-//! key is left behind by a failed acquisition once stragglers settle.
+//! Checkers: (1) no two clients' lock uses overlap in real time, extended
+//! holds included; (2) fencing tokens strictly increase in grant order; (3)
+//! liveness: with a majority up and no contention, every acquisition
+//! succeeds at the first attempt and every extension round succeeds; (4) no
+//! key is left behind by a failed acquisition once stragglers settle; (5) no
+//! client uses the lock after the end of the last validity the core gave it
+//! (with (1): a holder's validity, extended parts included, never overlaps
+//! another's until it releases); (6) an extension counts only before the
+//! validity it extends ended, on the simulated clock.
 //!
 //! Layout: `rng` (the seeded generator), `scenario` (what varies between
 //! runs), `clock` (drifting clocks), `server` (the Redis model), `network`
 //! (connections, delays, resets, partitions, crash schedules), `client` (the
-//! simulated clients driving the core), `check` (the checkers and their
-//! report); this file holds the event queue that runs them.
+//! simulated clients driving the core), `watchdog` (a held lock and its
+//! extensions), `check` (the checkers and their report); this file holds the
+//! event queue that runs them.
 
 // Test support: a broken invariant of the simulation itself is a panic.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -36,6 +46,7 @@ mod network;
 mod rng;
 mod scenario;
 mod server;
+mod watchdog;
 
 use alloc::collections::{BTreeMap, BinaryHeap, VecDeque};
 use core::cmp::Reverse;

@@ -11,6 +11,7 @@ use redlock_core::redlock_resp::{Reply, Status, parse_reply};
 use redlock_core::{Instant, Operation, ServerId};
 
 use super::client::State;
+use super::watchdog::Holding;
 use super::{Event, START, Sim};
 
 #[derive(Debug, Default, Clone)]
@@ -78,6 +79,10 @@ impl Sim {
             match &mut client.state {
                 State::Acquiring { op, .. } => op.handle_connection_error(now, ServerId(s as u8)),
                 State::Releasing(op) => op.handle_connection_error(now, ServerId(s as u8)),
+                State::Holding(Holding {
+                    extending: Some((op, _)),
+                    ..
+                }) => op.handle_connection_error(now, ServerId(s as u8)),
                 _ => {}
             }
             for (_, op) in &mut client.background {
@@ -226,6 +231,10 @@ impl Sim {
             let r = match &mut client.state {
                 State::Acquiring { op, .. } => op.handle_reply(now, server, reply),
                 State::Releasing(op) => op.handle_reply(now, server, reply),
+                State::Holding(Holding {
+                    extending: Some((op, _)),
+                    ..
+                }) => op.handle_reply(now, server, reply),
                 _ => Ok(()),
             };
             assert!(r.is_ok(), "the core saw an unsolicited reply");

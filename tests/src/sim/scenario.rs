@@ -58,6 +58,17 @@ pub struct Scenario {
     pub idle_ms: (u64, u64),
     /// Servers down for the whole run (liveness scenarios).
     pub down_from_start: usize,
+    /// Holders keep their locks alive with a watchdog: they extend on the
+    /// schedule of `redlock-std`'s (SPEC F2), so a hold may last several
+    /// validities (`hold_permille` above 1,000).
+    pub watchdog: bool,
+    /// The configuration the extensions use, when not `config` (a negative
+    /// control gives a broken variant to the extensions only).
+    pub extend_config: Option<Config>,
+    /// A broken client (outside the algorithm): its watchdog keeps trying
+    /// until the validity ends, and counts a round that the core ended as
+    /// expired (no majority before the validity ended) as an extension.
+    pub late_extensions_count: bool,
 }
 
 impl Scenario {
@@ -111,7 +122,9 @@ impl Scenario {
     /// delays, spikes, resets, partitions, crash-restarts (with persistence,
     /// or without it but restarted after more than the ttl), pauses outside
     /// the critical section, clock rates within the drift bound, fencing on
-    /// or off, the restart guard on or off.
+    /// or off, the restart guard on or off, and in half the runs holders
+    /// that keep their locks with a watchdog for up to three validities
+    /// (sometimes with an extension limit).
     pub fn within_assumptions(seed: u64) -> Scenario {
         let mut r = SimRng::new(seed);
         let servers = [1, 3, 3, 5, 5, 5, 7][r.range(0, 6) as usize];
@@ -141,7 +154,7 @@ impl Scenario {
             },
             ..Config::DEFAULT
         };
-        Scenario {
+        let mut sc = Scenario {
             seed,
             servers,
             clients: r.range(1, 5) as usize,
@@ -174,6 +187,19 @@ impl Scenario {
             hold_permille: (r.range(100, 500), r.range(500, 1_000)),
             idle_ms: (0, r.range(1, 30)),
             down_from_start: 0,
+            watchdog: false,
+            extend_config: None,
+            late_extensions_count: false,
+        };
+        // Drawn last, so that the fields above are what they were before
+        // clients had watchdogs.
+        if r.chance(500_000) {
+            sc.watchdog = true;
+            sc.hold_permille.1 = r.range(1_000, 3_000);
+            if r.chance(250_000) {
+                sc.config.max_extensions = Some(r.range(1, 3) as u32);
+            }
         }
+        sc
     }
 }

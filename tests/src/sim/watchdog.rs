@@ -1,15 +1,17 @@
-//! A held lock, and the watchdog that keeps it alive: the schedule of
-//! `redlock-std`'s watchdog (SPEC F2) driving the core's `Extend`.
+//! A held lock, and the watchdog that keeps it alive: `redlock-std`'s
+//! watchdog (SPEC F2) on the core's schedule (`Lock::renewal`), driving the
+//! core's `Extend`.
 //!
 //! The watchdog extends when a third of the validity is left; after a
 //! failed round it tries again a request timeout later; it declares the lock
 //! lost when a majority says the key is no longer ours, when the extension
 //! limit is reached (at the give-up time), or when no extension counted by
-//! the give-up time: the validity's end minus the larger of two request
-//! timeouts and a tenth of the validity. The application stops using the
-//! lock as soon as it is lost, and releases it.
+//! the give-up time (the validity's end minus a margin). The application
+//! stops using the lock as soon as it is lost, and releases it.
 
-use redlock_core::{ArgumentError, Duration, Extend, FailureKind, Instant, Lock, Operation};
+use redlock_core::{
+    ArgumentError, Duration, Extend, FailureKind, Instant, Lock, Operation, Renewal,
+};
 
 use super::client::State;
 use super::{RESOURCE, Sim, Violation};
@@ -23,8 +25,8 @@ pub(super) struct Holding {
     /// The end of the validity the client counts on: the lock's, unless a
     /// broken client (a negative control) counted a late extension.
     pub(super) valid_until: u64,
-    /// The validity that end was given with (the watchdog's schedule).
-    pub(super) validity: u64,
+    /// When the watchdog extends, and when it gives up.
+    pub(super) renewal: Renewal,
     /// When the watchdog acts next, if the client runs one.
     pub(super) watchdog_at: Option<u64>,
     /// The extension round in flight, with the local time it started.
@@ -32,11 +34,6 @@ pub(super) struct Holding {
 }
 
 impl Holding {
-    /// When the watchdog extends: a third of the validity left.
-    fn extend_at(&self) -> u64 {
-        self.valid_until.saturating_sub(self.validity / 3)
-    }
-
     /// The earliest time the client wants to be woken at.
     pub(super) fn wake_at(&self) -> u64 {
         // While a round runs, its timeout; otherwise the watchdog's time.
@@ -52,32 +49,27 @@ impl Sim {
     /// The client starts holding `lock`, granted at local time `now`, for
     /// `hold` µs of work.
     pub(super) fn hold(&self, lock: Lock, now: u64, hold: u64) -> Holding {
-        let mut h = Holding {
+        let renewal = self.renewal(&lock);
+        Holding {
             lock,
             granted_real: self.now,
             until_local: now + hold,
             valid_until: lock.valid_until().as_micros(),
-            validity: lock.validity().as_micros(),
-            watchdog_at: None,
+            renewal,
+            watchdog_at: self.sc.watchdog.then_some(renewal.extend_at.as_micros()),
             extending: None,
-        };
-        if self.sc.watchdog {
-            h.watchdog_at = Some(h.extend_at());
         }
-        h
     }
 
-    /// When the watchdog gives up on extending `h`.
-    fn give_up_at(&self, h: &Holding) -> u64 {
+    /// The watchdog's schedule for `lock`: the core's.
+    fn renewal(&self, lock: &Lock) -> Renewal {
         let ttl = Duration::from_millis(self.sc.ttl_ms);
-        let request_timeout = self.sc.config.request_timeout_for(ttl).as_micros();
-        let margin = (2 * request_timeout).max(h.validity / 10);
+        let mut renewal = lock.renewal(self.sc.config.request_timeout_for(ttl));
         if self.sc.late_extensions_count {
             // The broken client keeps trying until the validity ends.
-            h.valid_until
-        } else {
-            h.valid_until.saturating_sub(margin)
+            renewal.give_up_at = lock.valid_until();
         }
+        renewal
     }
 
     /// Advances a holder at local time `now`. Returns its next state, and
@@ -94,8 +86,8 @@ impl Sim {
                         self.check_extension(c, h.valid_until);
                         h.lock = lock;
                         h.valid_until = lock.valid_until().as_micros();
-                        h.validity = lock.validity().as_micros();
-                        h.watchdog_at = Some(h.extend_at());
+                        h.renewal = self.renewal(&lock);
+                        h.watchdog_at = Some(h.renewal.extend_at.as_micros());
                     }
                     Err(e) if e.kind == FailureKind::Expired && self.sc.late_extensions_count => {
                         // The broken client counts the round anyway, with the
@@ -104,9 +96,12 @@ impl Sim {
                         let v = self.sc.config.validity(ttl, start, start);
                         self.report.extensions += 1;
                         self.check_extension(c, h.valid_until);
-                        let validity = v.map_or(0, Duration::as_micros);
-                        h.valid_until = started + validity;
-                        h.validity = validity;
+                        h.valid_until = started + v.map_or(0, Duration::as_micros);
+                        let end = Instant::from_micros(h.valid_until);
+                        h.renewal = Renewal {
+                            extend_at: end,
+                            give_up_at: end,
+                        };
                         h.watchdog_at = Some(h.valid_until);
                     }
                     Err(e) => {
@@ -131,7 +126,7 @@ impl Sim {
         }
         let due = h.watchdog_at.is_some_and(|at| now >= at);
         if h.extending.is_none() && due {
-            if now >= self.give_up_at(&h) {
+            if now >= h.renewal.give_up_at.as_micros() {
                 return (self.lose(c, h), true);
             }
             let servers = self.clients[c].servers;
@@ -145,7 +140,7 @@ impl Sim {
                 }
                 Err(ArgumentError::ExtensionLimit) => {
                     // No more extensions: hand the lock back at the give-up time.
-                    h.watchdog_at = Some(self.give_up_at(&h));
+                    h.watchdog_at = Some(h.renewal.give_up_at.as_micros());
                 }
                 Err(_) => return (self.lose(c, h), true),
             }

@@ -1,0 +1,632 @@
+//! Usage, flags, durations, flock(1) habits, secrets and logging.
+
+use crate::common::*;
+
+#[test]
+fn bad_usage_exits_64_with_one_line() {
+    let (_servers, list) = servers(1);
+    for args in [
+        vec!["lock", "--servers", &list, "res"],
+        vec![
+            "lock",
+            "--servers",
+            &list,
+            "--ttl",
+            "soon",
+            "res",
+            "--",
+            "true",
+        ],
+        vec!["lock", "--bogus", "res", "--", "true"],
+        vec!["lock", "res", "--", "true"],
+        vec!["unlock", "--servers", &list, "res"],
+        vec!["bench", "--servers", &list, "--resources", "some"],
+        vec!["frobnicate"],
+        vec!["lock", "--servers", "redis://:pw@[::1", "res", "--", "true"],
+    ] {
+        let out = run(redlock().args(&args));
+        assert_eq!(code(&out), 64, "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(!err.contains("pw"), "a password leaked: {err}");
+    }
+    // --help and --version succeed.
+    for args in [
+        vec!["--help"],
+        vec!["--version"],
+        vec!["lock", "--help"],
+        vec!["acquire", "--help"],
+        vec!["unlock", "--help"],
+        vec!["inspect", "--help"],
+        vec!["bench", "--help"],
+        vec!["demo", "--help"],
+    ] {
+        let out = run(redlock().args(&args));
+        assert_eq!(code(&out), 0, "{args:?}");
+        assert!(!stdout(&out).is_empty());
+    }
+}
+
+/// Issue 9, item 9: the client's timeouts, retries and restart guard from
+/// the command line.
+#[test]
+fn client_flags_are_checked_and_take_effect() {
+    let (servers, list) = servers(3);
+    // Bad values: 64, one line, naming the option.
+    for (args, option) in [
+        (
+            vec!["acquire", "--request-timeout", "soon", "r"],
+            "--request-timeout",
+        ),
+        (
+            vec!["acquire", "--request-timeout", "0", "r"],
+            "--request-timeout",
+        ),
+        (
+            vec!["acquire", "--ttl", "1s", "--request-timeout", "1s", "r"],
+            "--request-timeout",
+        ),
+        (
+            vec!["inspect", "--connect-timeout", "0", "r"],
+            "--connect-timeout",
+        ),
+        (vec!["acquire", "--retries", "-1", "r"], "--retries"),
+        (
+            vec!["lock", "--retries", "x", "r", "--", "true"],
+            "--retries",
+        ),
+        (
+            vec!["acquire", "--retry-delay", "1,5s", "r"],
+            "--retry-delay",
+        ),
+        (
+            vec!["acquire", "--restart-guard", "0", "r"],
+            "--restart-guard",
+        ),
+        // Options a subcommand has no use for are unknown to it.
+        (vec!["unlock", "--retries", "1", "r", "t"], "--retries"),
+        (vec!["bench", "--retry-delay", "1s"], "--retry-delay"),
+    ] {
+        let out = run(redlock()
+            .arg(args[0])
+            .args(["--servers", &list])
+            .args(&args[1..]));
+        assert_eq!(code(&out), 64, "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(option), "{args:?}: {err}");
+    }
+    // Every subcommand that talks to servers documents its options.
+    for (sub, options) in [
+        (
+            "lock",
+            &[
+                "--request-timeout",
+                "--connect-timeout",
+                "--retries",
+                "--retry-delay",
+                "--restart-guard",
+            ][..],
+        ),
+        (
+            "acquire",
+            &[
+                "--request-timeout",
+                "--connect-timeout",
+                "--retries",
+                "--retry-delay",
+                "--restart-guard",
+            ],
+        ),
+        ("unlock", &["--request-timeout", "--connect-timeout"]),
+        ("inspect", &["--request-timeout", "--connect-timeout"]),
+        (
+            "bench",
+            &["--request-timeout", "--connect-timeout", "--restart-guard"],
+        ),
+        (
+            "demo",
+            &["--request-timeout", "--connect-timeout", "--restart-guard"],
+        ),
+    ] {
+        let help = stdout(&run(redlock().args([sub, "--help"])));
+        for o in options {
+            assert!(help.contains(o), "{sub} --help lacks {o}: {help}");
+        }
+    }
+    let top = stdout(&run(redlock().arg("--help")));
+    for o in [
+        "--request-timeout",
+        "--connect-timeout",
+        "--retries",
+        "--retry-delay",
+        "--restart-guard",
+    ] {
+        assert!(top.contains(o), "--help lacks {o}");
+    }
+
+    // --retries: with the lock held elsewhere, N retries are N + 1
+    // attempts, each a SET on a majority at least.
+    let out = run(redlock().args(["acquire", "--servers", &list, "held"]));
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    for (retries, attempts) in [("0", 1), ("2", 3)] {
+        for s in &servers {
+            s.conn()
+                .unwrap()
+                .request(&[b"CONFIG", b"RESETSTAT"])
+                .unwrap();
+        }
+        let out = run(redlock().args([
+            "acquire",
+            "--servers",
+            &list,
+            "--retries",
+            retries,
+            "--retry-delay",
+            "1ms",
+            "held",
+        ]));
+        assert_eq!(code(&out), 75, "stderr: {}", stderr(&out));
+        let sets: u64 = servers.iter().map(|s| calls(s, "set")).sum();
+        assert!(
+            (2 * attempts..=3 * attempts).contains(&sets),
+            "--retries {retries}: {sets} SETs on 3 servers"
+        );
+    }
+
+    // --restart-guard: every server just started, so no vote counts.
+    let out = run(redlock().args([
+        "acquire",
+        "--servers",
+        &list,
+        "--restart-guard",
+        "1h",
+        "guarded",
+    ]));
+    assert_eq!(code(&out), 69, "stderr: {}", stderr(&out));
+    assert!(stderr(&out).contains("restarted"), "{}", stderr(&out));
+
+    // --request-timeout: servers that never answer (listeners that never
+    // accept; the kernel completes the connects) are waited for that long.
+    let silent: Vec<std::net::TcpListener> = (0..3)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let silent_list = silent
+        .iter()
+        .map(|l| l.local_addr().unwrap().to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let started = Instant::now();
+    let out = run(redlock().args([
+        "acquire",
+        "--servers",
+        &silent_list,
+        "--retries",
+        "0",
+        "--request-timeout",
+        "1500ms",
+        "--connect-timeout",
+        "2s",
+        "res",
+    ]));
+    let took = started.elapsed();
+    assert_eq!(code(&out), 69, "stderr: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no answer within the request timeout"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(took >= Duration::from_millis(1400), "waited only {took:?}");
+}
+
+/// Issue 9, item 4: no output of the command shows a password, whether the
+/// URL is right, wrong, misplaced or not even UTF-8.
+#[test]
+fn no_output_shows_a_password() {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+
+    const SECRET: &str = "Sekr1t";
+    let password = format!("{SECRET}@:/%");
+    let servers: Vec<RedisServer> = (0..3)
+        .map(|_| RedisServer::start_with(&["--requirepass", &password]).unwrap())
+        .collect();
+    // The password %-escaped: Sekr1t%40%3A%2F%25.
+    let escaped = format!("{SECRET}%40%3A%2F%25");
+    let url = |s: &RedisServer, pw: &str| format!("redis://:{pw}@{}", s.addr());
+    let list = servers
+        .iter()
+        .map(|s| url(s, &escaped))
+        .collect::<Vec<_>>()
+        .join(",");
+    let wrong = servers
+        .iter()
+        .map(|s| url(s, &format!("{escaped}wrong")))
+        .collect::<Vec<_>>()
+        .join(",");
+    let raw_byte = |prefix: &str| {
+        let mut bytes = format!("redis://:{SECRET}@:/%").into_bytes();
+        bytes.push(0xff);
+        bytes.extend_from_slice(format!("@{}", servers[0].addr()).as_bytes());
+        let mut arg = prefix.as_bytes().to_vec();
+        arg.extend(bytes);
+        OsString::from_vec(arg)
+    };
+    let check = |what: &str, out: &Output, expect: i32| {
+        let all = format!("{}{}", stdout(out), stderr(out));
+        assert_eq!(code(out), expect, "{what}: {all}");
+        assert!(!all.contains(SECRET), "{what} showed the password: {all}");
+        all
+    };
+
+    // Right: every subcommand works and shows the servers without it.
+    let out = run(redlock().args(["acquire", "--servers", &list, "--ttl", "20s", "res"]));
+    let token = check("acquire", &out, 0)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let all = check(
+        "inspect",
+        &run(redlock().args(["inspect", "--servers", &list, "res"])),
+        0,
+    );
+    // Servers by address: no password, not even masked.
+    assert!(all.contains(&servers[0].addr().to_string()), "{all}");
+    assert!(!all.contains("***"), "{all}");
+    check(
+        "inspect --json",
+        &run(redlock().args(["inspect", "--servers", &list, "--json", "res"])),
+        0,
+    );
+    check(
+        "unlock",
+        &run(redlock().args(["unlock", "--servers", &list, "res", &token])),
+        0,
+    );
+    check(
+        "lock",
+        &run(redlock().args(["lock", "--servers", &list, "res", "--", "true"])),
+        0,
+    );
+    check(
+        "bench",
+        &run(redlock().args(["bench", "--servers", &list, "--duration", "200ms"])),
+        0,
+    );
+    let all = check(
+        "demo",
+        &run(redlock().args(["demo", "--servers", &list, "--duration", "1s"])),
+        0,
+    );
+    assert!(all.contains("servers: redis://:***@"), "{all}");
+
+    // Wrong: 69, naming each server without it.
+    let all = check(
+        "wrong password",
+        &run(redlock().args(["acquire", "--servers", &wrong, "res"])),
+        69,
+    );
+    assert!(all.contains("127.0.0.1:"), "{all}");
+    assert!(all.contains("WRONGPASS"), "{all}");
+
+    // Misplaced, or in a bad URL: 64.
+    let bad_port = format!("redis://:{escaped}@127.0.0.1:99999");
+    for args in [
+        vec!["inspect", "--servers", &list, "res", &list],
+        vec![list.as_str(), "res"],
+        vec!["acquire", "--servers", &bad_port, "res"],
+        vec!["acquire", "--servers", &list, "--ttl", &list, "res"],
+        vec!["acquire", "--servers", &list, &format!("-{list}"), "res"],
+        vec![
+            "lock",
+            "--servers",
+            &list,
+            &format!("--{list}"),
+            "res",
+            "--",
+            "true",
+        ],
+    ] {
+        check(&format!("{args:?}"), &run(redlock().args(&args)), 64);
+    }
+
+    // Not UTF-8 (a raw byte 0xff), as an argument or in the environment:
+    // 64, saying which argument, and how to write such a password.
+    for (args, position) in [
+        (
+            vec![
+                OsString::from("acquire"),
+                OsString::from("--servers"),
+                raw_byte(""),
+                OsString::from("res"),
+            ],
+            "argument 3",
+        ),
+        (
+            vec![
+                OsString::from("acquire"),
+                raw_byte("--servers="),
+                OsString::from("res"),
+            ],
+            "argument 2",
+        ),
+        (
+            vec![
+                OsString::from("inspect"),
+                OsString::from("res"),
+                raw_byte(""),
+            ],
+            "argument 3",
+        ),
+    ] {
+        let all = check("a raw byte", &run(redlock().args(&args)), 64);
+        assert!(all.contains(position) && all.contains("%FF"), "{all}");
+    }
+    let mut env = raw_byte("");
+    env.push(",127.0.0.1:1");
+    let all = check(
+        "REDLOCK_SERVERS with a raw byte",
+        &run(redlock()
+            .env("REDLOCK_SERVERS", &env)
+            .args(["acquire", "res"])),
+        64,
+    );
+    assert!(
+        all.contains("REDLOCK_SERVERS") && all.contains("%FF"),
+        "{all}"
+    );
+}
+
+/// Issue 10, item 1: a bare number is seconds (`--ttl 10` is ten seconds),
+/// as for sleep(1), timeout(1) and flock -w; units and fractions work.
+#[test]
+fn bare_numbers_in_durations_are_seconds() {
+    let (servers, list) = servers(3);
+    for (ttl, key, lo, hi) in [
+        ("10", "bare", 9_000, 10_000),
+        ("0.5", "fraction", 300, 500),
+        ("1.5s", "fraction-unit", 1_300, 1_500),
+        ("250ms", "unit", 150, 250),
+    ] {
+        let out = run(redlock().args(["acquire", "--servers", &list, "--ttl", ttl, key]));
+        assert_eq!(code(&out), 0, "--ttl {ttl}: {}", stderr(&out));
+        let validity: i64 = stdout(&out)
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            (lo..=hi).contains(&validity),
+            "--ttl {ttl}: validity {validity} ms"
+        );
+        if ttl == "10" {
+            let left = pttl(&servers[0], key);
+            assert!(left > 8_000, "--ttl 10 set a PTTL of {left} ms");
+        }
+    }
+    // --wait 1 is one second of waiting for a held lock.
+    let started = Instant::now();
+    let out = run(redlock().args(["acquire", "--servers", &list, "--wait", "1", "bare"]));
+    let took = started.elapsed();
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(10),
+        "--wait 1 waited {took:?}"
+    );
+    // The help says so, everywhere durations are read.
+    let top = stdout(&run(redlock().arg("--help")));
+    assert!(top.contains("a bare number is seconds"), "{top}");
+    assert!(!top.contains("milliseconds"), "{top}");
+    for sub in ["lock", "acquire"] {
+        let help = stdout(&run(redlock().args([sub, "--help"])));
+        assert!(help.contains("a bare number is seconds"), "{sub}: {help}");
+    }
+    // A bad duration says what a good one looks like.
+    let out = run(redlock().args(["acquire", "--servers", &list, "--ttl", "1,5", "x"]));
+    assert_eq!(code(&out), 64);
+    assert!(stderr(&out).contains("seconds"), "{}", stderr(&out));
+}
+
+/// Issue 10, item 2: flock(1)'s -w, -n and -E, and a wait without bound.
+#[test]
+fn flock_habits_wait_nonblock_and_conflict_exit_code() {
+    let (servers, list) = servers(3);
+    let dir = scratch("flock");
+    let out = run(redlock().args(["acquire", "--servers", &list, "--ttl", "60", "busy"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let token = stdout(&out).split_whitespace().next().unwrap().to_string();
+
+    // -n: one attempt (one SET per server at most), then 75 at once.
+    reset_stats(&servers);
+    let started = Instant::now();
+    let out = run(redlock().args(["lock", "--servers", &list, "-n", "busy", "--", "true"]));
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let sets: u64 = servers.iter().map(|s| calls(s, "set")).sum();
+    assert!((2..=3).contains(&sets), "-n made {sets} SETs on 3 servers");
+    // -E: the status for "held by someone else", with -n, -w, and long.
+    for (args, status) in [
+        (vec!["lock", "-n", "-E", "1", "busy", "--", "true"], 1),
+        (vec!["lock", "-nE", "9", "busy", "--", "true"], 9),
+        (vec!["acquire", "-w", "0.3", "-E", "3", "busy"], 3),
+        (
+            vec!["acquire", "--nonblock", "--conflict-exit-code=0", "busy"],
+            0,
+        ),
+        (vec!["acquire", "-n", "busy"], 75),
+    ] {
+        let out = run(redlock()
+            .arg(args[0])
+            .args(["--servers", &list])
+            .args(&args[1..]));
+        assert_eq!(code(&out), status, "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("held by another"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert!(stdout(&out).is_empty(), "{args:?}");
+    }
+    // -n with -w (or --retries) is a usage error, as are bad values.
+    for args in [
+        vec!["lock", "-n", "-w", "5", "busy", "--", "true"],
+        vec!["acquire", "--nonblock", "--wait", "5", "busy"],
+        vec!["acquire", "-n", "--retries", "2", "busy"],
+        vec!["acquire", "-E", "256", "busy"],
+        vec!["acquire", "-w", "later", "busy"],
+        vec!["acquire", "-x", "busy"],
+    ] {
+        let out = run(redlock()
+            .arg(args[0])
+            .args(["--servers", &list])
+            .args(&args[1..]));
+        assert_eq!(code(&out), 64, "{args:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out).trim().lines().count(), 1, "{args:?}");
+    }
+
+    // --wait forever: waits past any deadline until the holder lets go.
+    let marker = dir.join("ran");
+    let waiter = Running::new(start(
+        redlock()
+            .args([
+                "lock",
+                "--servers",
+                &list,
+                "--wait",
+                "forever",
+                "busy",
+                "--",
+            ])
+            .args(["sh", "-c", &format!("touch {}", marker.display())]),
+    ));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!marker.exists(), "ran while the lock was held elsewhere");
+    let out = run(redlock().args(["unlock", "--servers", &list, "busy", &token]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = waiter.finish();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(marker.exists());
+
+    // -w inf stays interruptible: SIGTERM ends the wait at once.
+    let out = run(redlock().args(["acquire", "--servers", &list, "busy"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let waiter = Running::new(start(redlock().args([
+        "lock",
+        "--servers",
+        &list,
+        "-w",
+        "inf",
+        "busy",
+        "--",
+        "true",
+    ])));
+    std::thread::sleep(Duration::from_millis(500));
+    let sent = Instant::now();
+    send_signal("TERM", &waiter.pid().to_string());
+    let out = waiter.finish();
+    assert_eq!(code(&out), 143, "{}", stderr(&out));
+    assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
+    assert!(sent.elapsed() < Duration::from_secs(5));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 10, item 2: the top-level usage names every option of every
+/// subcommand (bench --ttl and demo --workers were missing), and the
+/// short options of flock(1).
+#[test]
+fn the_top_level_usage_names_every_option() {
+    let top = stdout(&run(redlock().arg("--help")));
+    for sub in [
+        "lock",
+        "acquire",
+        "unlock",
+        "inspect",
+        "fence-repair",
+        "bench",
+        "demo",
+    ] {
+        let help = stdout(&run(redlock().args([sub, "--help"])));
+        let options = long_options(&help);
+        assert!(!options.is_empty(), "{sub}: {help}");
+        for option in options {
+            assert!(top.contains(&option), "--help lacks {sub}'s {option}");
+        }
+    }
+    for short in ["-w", "-n", "-E", "-v", "-h"] {
+        assert!(top.contains(short), "--help lacks {short}");
+    }
+    let usage = top
+        .lines()
+        .find(|l| l.trim_start().starts_with("redlock bench"))
+        .unwrap();
+    assert!(usage.contains("--ttl"), "{usage}");
+    let usage = top
+        .lines()
+        .find(|l| l.trim_start().starts_with("redlock demo"))
+        .unwrap();
+    assert!(usage.contains("--workers"), "{usage}");
+}
+
+/// Issue 10, item 5: -v, -vv (before or after the subcommand) and RUST_LOG
+/// show the library's log records on stderr, never a password; without
+/// them, nothing is logged.
+#[test]
+fn verbose_shows_the_library_log_without_passwords() {
+    const SECRET: &str = "Sekr1tLog";
+    let servers: Vec<RedisServer> = (0..3)
+        .map(|_| RedisServer::start_with(&["--requirepass", SECRET]).unwrap())
+        .collect();
+    let list = servers
+        .iter()
+        .map(|s| format!("redis://:{SECRET}@{}", s.addr()))
+        .collect::<Vec<_>>()
+        .join(",");
+    let no_secret = |what: &str, out: &Output| {
+        let all = format!("{}{}", stdout(out), stderr(out));
+        assert!(!all.contains(SECRET), "{what} showed the password: {all}");
+    };
+
+    // Quiet by default.
+    let out = run(redlock().args(["acquire", "--servers", &list, "quiet"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+
+    // -vv: the debug records, connections included, by address.
+    for args in [
+        vec!["acquire", "-vv", "--servers", &list, "loud"],
+        vec!["-vv", "inspect", "--servers", &list, "loud"],
+        vec!["-v", "unlock", "--verbose", "--servers", &list, "loud", "x"],
+    ] {
+        let out = run(redlock().args(&args));
+        let err = stderr(&out);
+        assert!(err.contains("DEBUG"), "{args:?}: {err}");
+        assert!(err.contains("connected to"), "{args:?}: {err}");
+        assert!(err.contains(&servers[0].addr().to_string()), "{err}");
+        no_secret(&format!("{args:?}"), &out);
+    }
+    // RUST_LOG works alone.
+    let out = run(redlock().env("RUST_LOG", "redlock=debug").args([
+        "inspect",
+        "--servers",
+        &list,
+        "loud",
+    ]));
+    assert!(stderr(&out).contains("connected to"), "{}", stderr(&out));
+    no_secret("RUST_LOG", &out);
+
+    // -v: warnings and decisions, not the debug records. A wrong
+    // password: each refusal is logged, without the password.
+    let wrong = list.replace(SECRET, "Wr0ng");
+    let out = run(redlock().args(["acquire", "-v", "--servers", &wrong, "x"]));
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("WARN") && err.contains("WRONGPASS"), "{err}");
+    assert!(err.contains(&servers[1].addr().to_string()), "{err}");
+    assert!(!err.contains("DEBUG"), "{err}");
+    no_secret("-v with a wrong password", &out);
+    let out = run(redlock().args(["acquire", "-vv", "--servers", &wrong, "x"]));
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    no_secret("wrong password", &out);
+}

@@ -1,0 +1,794 @@
+//! The client: connections, the fail-closed handshake, and the loop that
+//! drives one core operation at a time over the platform's sockets.
+
+use embedded_io::{Read, ReadReady, Write};
+use rand_core::TryCryptoRng;
+use redlock_core::handshake::{self, SetupError, Verdict};
+use redlock_core::redlock_resp::{EncodeError, Parser, Reply, Status};
+use redlock_core::{
+    Acquire, Config, Duration, Extend, FenceRepair, FenceRepaired, Inspect, Inspection, Instant,
+    Operation, Release, Released, Retry, ServerId, Servers, Transmit, Unsolicited,
+};
+
+use heapless::Vec;
+
+use crate::conn::{Conn, Expect, Fail, RUN_ID_LEN, State, encode_step, plan};
+use crate::error::Error;
+use crate::net::{Clock, Credentials, Link, Network};
+
+/// Connection settings of a [`Client`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Options {
+    /// How long a connect plus its handshake may take before the server
+    /// counts as down for this operation.
+    pub connect_timeout: Duration,
+    /// The wait before reconnecting after one failed attempt; it doubles
+    /// with each failure in a row, up to `backoff_max`.
+    pub backoff_min: Duration,
+    /// The longest wait between connection attempts.
+    pub backoff_max: Duration,
+}
+
+impl Options {
+    /// 1 s to connect, backoff from 10 ms to 2 s (the std client's).
+    pub const DEFAULT: Options = Options {
+        connect_timeout: Duration::from_secs(1),
+        backoff_min: Duration::from_millis(10),
+        backoff_max: Duration::from_secs(2),
+    };
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options::DEFAULT
+    }
+}
+
+/// A lock this client holds on `resource`: the core's [`Lock`]
+/// (token, validity, fence, per-server report), and the resource name.
+///
+/// [`Lock`]: redlock_core::Lock
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Lock<'r> {
+    resource: &'r [u8],
+    lock: redlock_core::Lock,
+}
+
+impl<'r> Lock<'r> {
+    /// The resource name.
+    pub fn resource(&self) -> &'r [u8] {
+        self.resource
+    }
+}
+
+impl core::ops::Deref for Lock<'_> {
+    type Target = redlock_core::Lock;
+    fn deref(&self) -> &redlock_core::Lock {
+        &self.lock
+    }
+}
+
+/// The ttl used to size the request timeout of the operations that have no
+/// ttl of their own (unlock by token, inspect, fence repair): 100 ms unless
+/// [`Config::request_timeout`] is set.
+const TIMEOUT_TTL: Duration = Duration::from_secs(10);
+
+/// The bytes of a request that are not the resource name, at most: the
+/// fenced acquire's `EVALSHA` with its key, fence key, token and ttl.
+const REQUEST_OVERHEAD: usize = 200;
+
+/// A Redlock client over `SERVERS` servers, for a microcontroller: no heap,
+/// every buffer fixed by const generics, one operation at a time.
+///
+/// - `N`: the [`Network`] (one socket per server), `C`: the [`Clock`],
+///   `G`: a cryptographically secure RNG for tokens (there is no default).
+/// - `IN`: bytes buffered per server for replies; the largest is the
+///   handshake's `INFO server` (about 600 bytes on Redis 7). A reply that
+///   does not fit fails that server's connection.
+/// - `OUT`: bytes buffered per server for requests; it must hold the
+///   largest handshake command (a `SCRIPT LOAD`, checked by
+///   [`Client::new`]). Resource names can be up to `(OUT - 200) / 2` bytes.
+///
+/// Each operation first (re)connects the servers that are down and whose
+/// backoff has passed, waits until each is through its handshake (judged
+/// fail-closed by the core: until then nothing else is sent on it) or has
+/// failed, then sends every request before reading any reply, and reads
+/// replies as sockets become ready. A server that fails during an operation
+/// stays out of it; it is reconnected at the start of a later one.
+pub struct Client<
+    'a,
+    N,
+    C,
+    G,
+    const SERVERS: usize,
+    const IN: usize = 1024,
+    const OUT: usize = 512,
+> {
+    net: N,
+    clock: C,
+    rng: G,
+    config: Config,
+    options: Options,
+    creds: [Credentials<'a>; SERVERS],
+    conns: [Conn<IN, OUT>; SERVERS],
+    parser: Parser,
+}
+
+impl<N, C, G, const SERVERS: usize, const IN: usize, const OUT: usize> core::fmt::Debug
+    for Client<'_, N, C, G, SERVERS, IN, OUT>
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Client")
+            .field("servers", &SERVERS)
+            .field("config", &self.config)
+            .field("options", &self.options)
+            .field("credentials", &self.creds)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, N, C, G, const SERVERS: usize, const IN: usize, const OUT: usize>
+    Client<'a, N, C, G, SERVERS, IN, OUT>
+where
+    N: Network,
+    C: Clock,
+    G: TryCryptoRng,
+{
+    /// A client over the `SERVERS` servers of `net`, logging in to each with
+    /// its `creds`. Nothing is connected until the first operation (or
+    /// [`connect`](Client::connect)).
+    pub fn new(
+        net: N,
+        clock: C,
+        rng: G,
+        config: Config,
+        creds: [Credentials<'a>; SERVERS],
+    ) -> Result<Self, Error> {
+        Servers::new(SERVERS).map_err(|e| Error::ServerCount(e.0))?;
+        let mut client = Client {
+            net,
+            clock,
+            rng,
+            config,
+            options: Options::DEFAULT,
+            creds,
+            conns: core::array::from_fn(|_| Conn::new()),
+            parser: Parser::default(),
+        };
+        // Every handshake command must fit the output buffer on its own.
+        if OUT < REQUEST_OVERHEAD.saturating_add(2) {
+            return Err(Error::BufferTooSmall {
+                needed: REQUEST_OVERHEAD.saturating_add(2),
+            });
+        }
+        let info_required = config.restart_guard.is_some();
+        for (conn, creds) in client.conns.iter_mut().zip(client.creds.iter()) {
+            for (k, step) in handshake::steps(plan(creds, info_required)).enumerate() {
+                match encode_step(&mut conn.out, step, k, creds) {
+                    Err(EncodeError::BufferTooSmall { needed }) => {
+                        return Err(Error::BufferTooSmall { needed });
+                    }
+                    Err(_) | Ok(_) => {}
+                }
+            }
+            conn.out.fill(0);
+        }
+        Ok(client)
+    }
+
+    /// Changes the connection settings.
+    pub fn set_options(&mut self, options: Options) {
+        self.options = options;
+    }
+
+    /// The algorithm's settings.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The clock's time.
+    pub fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// The network, to poll it between operations.
+    pub fn net_mut(&mut self) -> &mut N {
+        &mut self.net
+    }
+
+    /// The longest resource name this client can send.
+    pub fn max_resource_len(&self) -> usize {
+        OUT.saturating_sub(REQUEST_OVERHEAD) / 2
+    }
+
+    /// Connects every server that is down (and past its backoff) and runs
+    /// its handshake; returns how many servers are ready. Operations do
+    /// this themselves; calling it first (at boot) keeps connection time
+    /// out of the first operation.
+    pub fn connect(&mut self) -> usize {
+        self.prepare();
+        self.conns.iter().filter(|c| c.state == State::Ready).count()
+    }
+
+    /// Acquires `resource` for `ttl`, retrying as [`Config::retry`] says.
+    pub fn lock<'r>(&mut self, resource: &'r [u8], ttl: Duration) -> Result<Lock<'r>, Error> {
+        self.acquire(resource, ttl, None, self.config)
+    }
+
+    /// Acquires `resource` for `ttl`, retrying until the retries run out or
+    /// no retry could start before `deadline` (client clock).
+    pub fn lock_until<'r>(
+        &mut self,
+        resource: &'r [u8],
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<Lock<'r>, Error> {
+        let mut config = self.config;
+        config.retry.retries = u32::MAX;
+        self.acquire(resource, ttl, Some(deadline), config)
+    }
+
+    /// One attempt at `resource`, no retries.
+    pub fn try_lock<'r>(&mut self, resource: &'r [u8], ttl: Duration) -> Result<Lock<'r>, Error> {
+        let mut config = self.config;
+        config.retry = Retry::NONE;
+        self.acquire(resource, ttl, None, config)
+    }
+
+    fn acquire<'r>(
+        &mut self,
+        resource: &'r [u8],
+        ttl: Duration,
+        deadline: Option<Instant>,
+        config: Config,
+    ) -> Result<Lock<'r>, Error> {
+        self.check_resource(resource)?;
+        self.prepare();
+        let servers = self.servers();
+        let now = self.clock.now();
+        let op = Acquire::new(&config, &servers, resource, ttl, deadline, &mut self.rng, now)?;
+        let lock = self.run(op)?;
+        lock.map(|lock| Lock { resource, lock })
+            .map_err(|e| Error::from_failure(e.kind, e.report))
+    }
+
+    /// Extends `lock` to a fresh `ttl` (counted from now), if a majority
+    /// still holds it within its validity. On success `lock` has the new
+    /// validity; on failure it is left as it was.
+    pub fn extend(&mut self, lock: &mut Lock<'_>, ttl: Duration) -> Result<(), Error> {
+        self.prepare();
+        let servers = self.servers();
+        let now = self.clock.now();
+        let op = Extend::new(&self.config, &servers, lock.resource, &lock.lock, ttl, now)?;
+        match self.run(op)? {
+            Ok(extended) => {
+                lock.lock = extended;
+                Ok(())
+            }
+            Err(e) => Err(Error::from_failure(e.kind, e.report)),
+        }
+    }
+
+    /// Releases `lock` on every server. `Err(NotReleased)` when fewer than a
+    /// majority confirmed (the key may stay until its ttl ends).
+    pub fn unlock(&mut self, lock: &Lock<'_>) -> Result<Released, Error> {
+        self.prepare();
+        let servers = self.servers();
+        let op = Release::for_lock(&self.config, &servers, lock.resource, &lock.lock);
+        confirmed(self.run(op)?)
+    }
+
+    /// Releases `resource` if it holds `token` (a lock taken by another
+    /// process, or before a reboot, whose token was kept).
+    pub fn unlock_token(&mut self, resource: &[u8], token: &[u8]) -> Result<Released, Error> {
+        self.check_resource(resource)?;
+        self.prepare();
+        let servers = self.servers();
+        let timeout = self.config.request_timeout_for(TIMEOUT_TTL);
+        let op = Release::new(&self.config, &servers, resource, token, timeout)?;
+        confirmed(self.run(op)?)
+    }
+
+    /// Who holds `resource` on each server, and for how long (F3).
+    pub fn inspect(&mut self, resource: &[u8]) -> Result<Inspection, Error> {
+        self.check_resource(resource)?;
+        self.prepare();
+        let servers = self.servers();
+        let timeout = self.config.request_timeout_for(TIMEOUT_TTL);
+        let op = Inspect::new(&servers, resource, timeout);
+        self.run(op)
+    }
+
+    /// F1, an operator's repair: raises `resource`'s fence counter to at
+    /// least `floor` on every server (never lowers it).
+    pub fn fence_repair(&mut self, resource: &[u8], floor: u64) -> Result<FenceRepaired, Error> {
+        self.check_resource(resource)?;
+        self.prepare();
+        let servers = self.servers();
+        let timeout = self.config.request_timeout_for(TIMEOUT_TTL);
+        let op = FenceRepair::new(&self.config, &servers, resource, floor, timeout);
+        self.run(op)?
+            .map_err(|e| Error::from_failure(e.kind, e.report))
+    }
+
+    fn check_resource(&self, resource: &[u8]) -> Result<(), Error> {
+        let max = self.max_resource_len();
+        if resource.len() > max {
+            return Err(Error::ResourceTooLong { max });
+        }
+        Ok(())
+    }
+
+    /// The servers, with when each one's current process started, as far
+    /// as the handshakes told.
+    fn servers(&self) -> Servers {
+        let mut servers = Servers::new(SERVERS).unwrap_or_else(|_| unreachable_servers());
+        for (i, conn) in self.conns.iter().enumerate() {
+            if let Some(started) = conn.incarnation {
+                servers.set_incarnation(ServerId(i as u8), started);
+            }
+        }
+        servers
+    }
+
+    /// Drives `op` to its end: sends everything it has, then reads replies
+    /// as they come and times out what is late.
+    fn run<O: Operation>(&mut self, op: O) -> Result<O::Output, Error> {
+        let mut slot = Slot { op, out: None };
+        let result = self.drive(&mut slot);
+        // Replies still owed to this operation are dropped when they come.
+        for conn in &mut self.conns {
+            for e in conn.expect.iter_mut() {
+                if *e == Expect::Op {
+                    *e = Expect::Stale;
+                }
+            }
+        }
+        result?;
+        slot.out.ok_or(Error::BufferTooSmall { needed: OUT })
+    }
+
+    /// The loop of [`run`](Client::run), not generic, so that its code
+    /// exists once.
+    fn drive(&mut self, op: &mut dyn Driven) -> Result<(), Error> {
+        let mut buf = [0u8; OUT];
+        loop {
+            let now = self.clock.now();
+            // A2: everything that can be sent is written before reading.
+            while let Some(t) = op.poll_transmit(now, &mut buf).map_err(|e| match e {
+                EncodeError::BufferTooSmall { needed } => Error::BufferTooSmall { needed },
+                _ => Error::BufferTooSmall { needed: OUT },
+            })? {
+                self.send(op, now, t, &buf);
+            }
+            for i in 0..SERVERS {
+                self.flush(i, &mut *op, now);
+            }
+            if op.done() {
+                return Ok(());
+            }
+            let progressed = self.receive(&mut *op, now);
+            let deadline = op.poll_timeout();
+            if deadline.is_some_and(|t| now >= t) {
+                op.handle_timeout(now);
+            } else if !progressed {
+                // Nothing awaited means nothing will change it: only time.
+                let until = deadline.unwrap_or(now.saturating_add(Duration::from_millis(1)));
+                self.net.wait(until);
+            }
+        }
+    }
+
+    /// Queues request `t` (in `buf`) on its server's connection, or tells
+    /// the operation that the server cannot be asked.
+    fn send(&mut self, op: &mut dyn Driven, now: Instant, t: Transmit, buf: &[u8]) {
+        let i = t.server.index();
+        let bytes = buf.get(..t.len).unwrap_or_default();
+        let Some(conn) = self.conns.get_mut(i) else {
+            op.handle_connection_error(now, t.server);
+            return;
+        };
+        if conn.state != State::Ready {
+            match conn.refused {
+                Some(why) => op.handle_setup_error(now, t.server, why),
+                None => op.handle_connection_error(now, t.server),
+            }
+            return;
+        }
+        conn.compact_out();
+        if !conn.queue(bytes, Expect::Op) {
+            // Its output is full of what it has not read: it is stuck.
+            rl_log!(warn, "redlock: server {} is not reading; dropped", i);
+            self.fail(i, now, Fail::Broken, op);
+            op.handle_connection_error(now, t.server);
+        }
+    }
+
+    /// Writes what connection `i` has pending, as far as its socket takes
+    /// it without blocking.
+    fn flush(&mut self, i: usize, op: &mut dyn Driven, now: Instant) {
+        let Some(conn) = self.conns.get_mut(i) else {
+            return;
+        };
+        if conn.state == State::Down || conn.out_sent >= conn.out_len {
+            return;
+        }
+        let mut broken = false;
+        while conn.out_sent < conn.out_len && self.net.write_ready(i) {
+            let pending = conn.out.get(conn.out_sent..conn.out_len).unwrap_or_default();
+            let written = match self.net.socket(i) {
+                Some(mut s) => s.write(pending),
+                None => {
+                    broken = true;
+                    break;
+                }
+            };
+            match written {
+                Ok(n) if n > 0 => conn.out_sent = conn.out_sent.saturating_add(n),
+                _ => {
+                    broken = true;
+                    break;
+                }
+            }
+        }
+        if broken {
+            rl_log!(warn, "redlock: server {} failed on write", i);
+            self.fail(i, now, Fail::Broken, op);
+        } else {
+            conn.compact_out();
+        }
+    }
+
+    /// Reads every socket that has data and hands out the replies; `true`
+    /// if anything was read or a connection failed.
+    fn receive(&mut self, op: &mut dyn Driven, now: Instant) -> bool {
+        let mut progressed = false;
+        for i in 0..SERVERS {
+            loop {
+                let Some(conn) = self.conns.get_mut(i) else {
+                    break;
+                };
+                if matches!(conn.state, State::Down | State::Connecting) {
+                    break;
+                }
+                let free = conn.inbuf.get_mut(conn.filled..).unwrap_or_default();
+                let read = match self.net.socket(i) {
+                    None => Err(()),
+                    Some(mut s) => match s.read_ready() {
+                        Ok(false) => break,
+                        // A full buffer with a reply still incomplete: the
+                        // reply is larger than this client takes.
+                        Ok(true) if free.is_empty() => Err(()),
+                        Ok(true) => s.read(free).map_err(|_| ()),
+                        Err(_) => Err(()),
+                    },
+                };
+                progressed = true;
+                let result = match read {
+                    Ok(n) if n > 0 => {
+                        conn.filled = conn.filled.saturating_add(n).min(IN);
+                        self.dispatch(i, &mut *op, now)
+                    }
+                    // End of stream, an error, or a reply too large.
+                    _ => Err(Fail::Broken),
+                };
+                if let Err(why) = result {
+                    self.fail(i, now, why, &mut *op);
+                    break;
+                }
+            }
+        }
+        progressed
+    }
+
+    /// Parses every complete reply of connection `i` and hands each to the
+    /// operation, or to the core's judge of the handshake.
+    fn dispatch(&mut self, i: usize, op: &mut dyn Driven, now: Instant) -> Result<(), Fail> {
+        let info_required = self.config.restart_guard.is_some();
+        let plan = plan(&self.creds_of(i), info_required);
+        let server = ServerId(i as u8);
+        let mut used = 0usize;
+        let result = loop {
+            let Some(Conn {
+                inbuf,
+                filled,
+                expect,
+                ..
+            }) = self.conns.get_mut(i)
+            else {
+                break Err(Fail::Broken);
+            };
+            let input = inbuf.get(used..*filled).unwrap_or_default();
+            let (reply, len) = match self.parser.parse(input) {
+                Ok(Status::Complete(x)) => x,
+                Ok(Status::Incomplete) => break Ok(()),
+                Err(_) => {
+                    rl_log!(warn, "redlock: server {} sent a reply that does not parse", i);
+                    break Err(Fail::Broken);
+                }
+            };
+            used = used.saturating_add(len);
+            if reply.is_push() {
+                continue;
+            }
+            let Some(next) = expect.pop_front() else {
+                rl_log!(warn, "redlock: server {} sent a reply for no request", i);
+                break Err(Fail::Broken);
+            };
+            let step = match next {
+                Expect::Stale => continue,
+                Expect::Op => {
+                    if op.handle_reply(now, server, reply).is_err() {
+                        rl_log!(warn, "redlock: server {} answered a request it was not sent", i);
+                        break Err(Fail::Broken);
+                    }
+                    continue;
+                }
+                Expect::Step(step) => step,
+            };
+            // Fail closed: any error to the handshake, and the server is not
+            // used until a later handshake passes.
+            let (uptime, run_id) = match handshake::judge(step, &reply, plan) {
+                Ok(Verdict::Ok) => (None, None),
+                Ok(Verdict::Info(info)) => (
+                    info.uptime_secs,
+                    info.run_id
+                        .map(|id| Vec::<u8, RUN_ID_LEN>::from_slice(id).unwrap_or_default()),
+                ),
+                Err(why) => break Err(Fail::Refused(why)),
+            };
+            if let Some(id) = run_id.as_ref().filter(|id| !id.is_empty()) {
+                // One process behind two entries must not vote twice.
+                if let Some(twin) = self.twin(i, id) {
+                    break Err(Fail::Refused(SetupError::SameServer(twin)));
+                }
+            }
+            let Some(conn) = self.conns.get_mut(i) else {
+                break Err(Fail::Broken);
+            };
+            if let Some(id) = run_id {
+                conn.run_id = id;
+            }
+            if let Some(uptime) = uptime {
+                conn.incarnation = Some(now.saturating_sub(Duration::from_secs(uptime)));
+            }
+            let judged = !conn.expect.iter().any(|e| matches!(e, Expect::Step(_)));
+            if judged && conn.next_step >= conn.steps {
+                // Every step passed: the server may be used.
+                conn.state = State::Ready;
+                conn.failures = 0;
+                conn.refused = None;
+                rl_log!(debug, "redlock: server {} ready", i);
+            }
+        };
+        if let Some(conn) = self.conns.get_mut(i) {
+            let used = used.min(conn.filled);
+            conn.inbuf.copy_within(used..conn.filled, 0);
+            conn.filled = conn.filled.saturating_sub(used);
+        }
+        result
+    }
+
+    fn creds_of(&self, i: usize) -> Credentials<'a> {
+        self.creds.get(i).copied().unwrap_or_default()
+    }
+
+    /// C3: another entry whose last handshake told the same `run_id`.
+    fn twin(&self, i: usize, id: &[u8]) -> Option<ServerId> {
+        let mut ids: [&[u8]; SERVERS] = [&[]; SERVERS];
+        for (k, (slot, conn)) in ids.iter_mut().zip(self.conns.iter()).enumerate() {
+            *slot = if k == i { id } else { &conn.run_id };
+        }
+        let mut lists: [&[&[u8]]; SERVERS] = [&[]; SERVERS];
+        for (list, id) in lists.iter_mut().zip(ids.iter()) {
+            if !id.is_empty() {
+                *list = core::slice::from_ref(id);
+            }
+        }
+        handshake::twin_of(&lists, i)
+    }
+
+    /// Closes connection `i`. An operation with requests on it learns that
+    /// they are lost (and, for a refused handshake, why).
+    fn fail(&mut self, i: usize, now: Instant, why: Fail, op: &mut dyn Driven) {
+        let Some(conn) = self.conns.get_mut(i) else {
+            return;
+        };
+        let owed = conn.owes_op();
+        let attempt = matches!(conn.state, State::Connecting | State::Handshake);
+        if attempt {
+            conn.failures = conn.failures.saturating_add(1);
+            let wait = conn.backoff(self.options.backoff_min, self.options.backoff_max);
+            conn.retry_at = now.saturating_add(wait);
+        } else {
+            // An established connection that broke: reconnect at once.
+            conn.retry_at = now;
+        }
+        if let Fail::Refused(e) = why {
+            conn.refused = Some(e);
+            rl_log!(warn, "redlock: server {} not used: {}", i, e);
+        }
+        conn.reset();
+        self.net.close(i);
+        if owed {
+            match why {
+                Fail::Refused(e) => op.handle_setup_error(now, ServerId(i as u8), e),
+                Fail::Broken => op.handle_connection_error(now, ServerId(i as u8)),
+            }
+        }
+    }
+
+    /// Before an operation: (re)connects the servers that are down and past
+    /// their backoff, and waits until each is through its handshake or has
+    /// failed (the connect timeout bounds it).
+    fn prepare(&mut self) {
+        let now = self.clock.now();
+        let info_required = self.config.restart_guard.is_some();
+        for i in 0..SERVERS {
+            // A connection the stack saw close is noticed here.
+            let link = self.net.link(i);
+            let Some(conn) = self.conns.get_mut(i) else {
+                continue;
+            };
+            if conn.state == State::Ready && link == Link::Down {
+                self.fail(i, now, Fail::Broken, &mut Idle);
+            }
+            let Some(conn) = self.conns.get_mut(i) else {
+                continue;
+            };
+            if conn.state == State::Down && now >= conn.retry_at {
+                conn.reset();
+                conn.state = State::Connecting;
+                conn.deadline = now.saturating_add(self.options.connect_timeout);
+                if self.net.connect(i).is_err() {
+                    self.fail(i, now, Fail::Broken, &mut Idle);
+                }
+            }
+        }
+        loop {
+            let now = self.clock.now();
+            let mut waiting: Option<Instant> = None;
+            for i in 0..SERVERS {
+                let link = self.net.link(i);
+                let creds = self.creds_of(i);
+                let Some(conn) = self.conns.get_mut(i) else {
+                    continue;
+                };
+                let state = conn.state;
+                if matches!(state, State::Connecting | State::Handshake) && now >= conn.deadline {
+                    rl_log!(warn, "redlock: server {} did not connect in time", i);
+                    self.fail(i, now, Fail::Broken, &mut Idle);
+                    continue;
+                }
+                match (state, link) {
+                    (State::Connecting | State::Handshake, Link::Down) => {
+                        self.fail(i, now, Fail::Broken, &mut Idle);
+                        continue;
+                    }
+                    (State::Connecting, Link::Up) => conn.start_handshake(&creds, info_required),
+                    _ => {}
+                }
+                if conn.state == State::Handshake {
+                    if conn.pump_handshake(&creds, info_required).is_err() {
+                        self.fail(i, now, Fail::Broken, &mut Idle);
+                        continue;
+                    }
+                    self.flush(i, &mut Idle, now);
+                }
+                if let Some(conn) = self.conns.get(i) {
+                    if matches!(conn.state, State::Connecting | State::Handshake) {
+                        waiting = Some(waiting.map_or(conn.deadline, |w| w.min(conn.deadline)));
+                    }
+                }
+            }
+            let progressed = self.receive(&mut Idle, now);
+            match waiting {
+                None => return,
+                Some(until) if !progressed => self.net.wait(until),
+                Some(_) => {}
+            }
+        }
+    }
+}
+
+/// `Servers::new(SERVERS)` was checked when the client was made.
+#[cold]
+fn unreachable_servers() -> Servers {
+    Servers::new(1).unwrap_or_else(|_| unreachable_servers())
+}
+
+fn confirmed(released: Released) -> Result<Released, Error> {
+    if released.is_confirmed() {
+        Ok(released)
+    } else {
+        Err(Error::NotReleased(released))
+    }
+}
+
+/// An operation with its outcome, behind a trait object so that the loop
+/// that drives operations is compiled once, not once per operation.
+trait Driven {
+    fn poll_transmit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+    ) -> Result<Option<Transmit>, EncodeError>;
+    fn handle_reply(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        reply: Reply<'_>,
+    ) -> Result<(), Unsolicited>;
+    fn handle_connection_error(&mut self, now: Instant, server: ServerId);
+    fn handle_setup_error(&mut self, now: Instant, server: ServerId, error: SetupError);
+    fn handle_timeout(&mut self, now: Instant);
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// Takes the outcome once it is out; `true` when it is and nothing is
+    /// left to send.
+    fn done(&mut self) -> bool;
+}
+
+/// No operation: what the handshake phase hands replies to (a reply for a
+/// request of no operation means the stream is out of step).
+struct Idle;
+
+impl Driven for Idle {
+    fn poll_transmit(&mut self, _: Instant, _: &mut [u8]) -> Result<Option<Transmit>, EncodeError> {
+        Ok(None)
+    }
+    fn handle_reply(&mut self, _: Instant, _: ServerId, _: Reply<'_>) -> Result<(), Unsolicited> {
+        Err(Unsolicited)
+    }
+    fn handle_connection_error(&mut self, _: Instant, _: ServerId) {}
+    fn handle_setup_error(&mut self, _: Instant, _: ServerId, _: SetupError) {}
+    fn handle_timeout(&mut self, _: Instant) {}
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    fn done(&mut self) -> bool {
+        true
+    }
+}
+
+struct Slot<O: Operation> {
+    op: O,
+    out: Option<O::Output>,
+}
+
+impl<O: Operation> Driven for Slot<O> {
+    fn poll_transmit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+    ) -> Result<Option<Transmit>, EncodeError> {
+        self.op.poll_transmit(now, buf)
+    }
+    fn handle_reply(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        reply: Reply<'_>,
+    ) -> Result<(), Unsolicited> {
+        self.op.handle_reply(now, server, reply)
+    }
+    fn handle_connection_error(&mut self, now: Instant, server: ServerId) {
+        self.op.handle_connection_error(now, server);
+    }
+    fn handle_setup_error(&mut self, now: Instant, server: ServerId, error: SetupError) {
+        self.op.handle_setup_error(now, server, error);
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.op.handle_timeout(now);
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.op.poll_timeout()
+    }
+    fn done(&mut self) -> bool {
+        if self.out.is_none() {
+            self.out = self.op.poll_outcome();
+        }
+        self.out.is_some() && self.op.is_finished()
+    }
+}

@@ -1,0 +1,21 @@
+#![doc = include_str!("../README.md")]
+#![no_std]
+#![forbid(unsafe_code)]
+// Input comes from the network: no index or arithmetic that can panic.
+#![warn(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+
+#[macro_use]
+mod logging;
+mod client;
+mod conn;
+mod error;
+mod net;
+
+pub use client::{Client, Lock, Options};
+pub use error::Error;
+pub use net::{Clock, Credentials, Link, Network};
+pub use redlock_core;
+pub use redlock_core::{
+    Config, Duration, FenceRepaired, Inspection, Instant, Released, Report, Retry, ServerId,
+    ServerOutcome,
+};

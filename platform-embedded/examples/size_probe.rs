@@ -28,7 +28,11 @@ impl rand_core::TryRng for ProbeRng {
         Ok(self.try_next_u64()? as u32)
     }
     fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
-        self.0 = black_box(self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1));
+        self.0 = black_box(
+            self.0
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1),
+        );
         Ok(self.0)
     }
     fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {

@@ -211,7 +211,8 @@ pub(crate) fn encode_step(
         Step::Select => encode::select(buf, u64::from(creds.db)),
         Step::ScriptLoad => {
             // The scripts follow AUTH and SELECT, in the order of script::ALL.
-            let before = usize::from(creds.password.is_some()) + usize::from(creds.db != 0);
+            let before =
+                usize::from(creds.password.is_some()).saturating_add(usize::from(creds.db != 0));
             let source = script::ALL
                 .get(k.saturating_sub(before))
                 .map_or("", |s| s.source);

@@ -91,7 +91,11 @@ impl core::fmt::Display for Error {
         f.write_str(why)?;
         if let Some(report) = self.report() {
             for (i, (_, outcome)) in report.iter().enumerate() {
-                write!(f, "{}server {i}: {outcome}", if i == 0 { ": " } else { ", " })?;
+                write!(
+                    f,
+                    "{}server {i}: {outcome}",
+                    if i == 0 { ": " } else { ", " }
+                )?;
             }
         }
         Ok(())

@@ -115,7 +115,10 @@ impl Credentials<'_> {
 impl core::fmt::Debug for Credentials<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Credentials")
-            .field("user", &self.user.map(|u| core::str::from_utf8(u).unwrap_or("?")))
+            .field(
+                "user",
+                &self.user.map(|u| core::str::from_utf8(u).unwrap_or("?")),
+            )
             .field("password", &self.password.map(|_| "***"))
             .field("db", &self.db)
             .finish()
@@ -127,9 +130,13 @@ impl defmt::Format for Credentials<'_> {
     fn format(&self, f: defmt::Formatter<'_>) {
         defmt::write!(
             f,
-            "Credentials {{ user: {=?[u8]}, password: {}, db: {} }}",
+            "Credentials {{ user: {}, password: {}, db: {} }}",
             self.user,
-            if self.password.is_some() { "***" } else { "none" },
+            if self.password.is_some() {
+                "***"
+            } else {
+                "none"
+            },
             self.db
         )
     }

@@ -19,6 +19,8 @@ use std::time::Instant;
 
 use redlock_resp::{Arg, Reply, Status};
 
+pub mod embedded;
+pub mod fake;
 pub mod proxy;
 pub mod sim;
 

@@ -4,116 +4,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers
 
-extern crate alloc;
-
-use alloc::sync::Arc;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::Ordering;
 use core::time::Duration;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::thread;
 use std::time::Instant;
 
 use redlock_std::{Client, ServerOutcome};
 use redlock_tests::RedisServer;
-
-/// How a fake server answers what it read.
-type Behaviour = fn(&mut TcpStream, &[u8], &AtomicBool);
-
-/// A fake server: accepts connections and answers every read with `behave`.
-struct Fake {
-    addr: String,
-    stop: Arc<AtomicBool>,
-    accepted: Arc<AtomicUsize>,
-}
-
-impl Fake {
-    fn start(behave: Behaviour) -> Fake {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let stop = Arc::new(AtomicBool::new(false));
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let (flag, count) = (stop.clone(), accepted.clone());
-        thread::spawn(move || {
-            while !flag.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((mut conn, _)) => {
-                        count.fetch_add(1, Ordering::Relaxed);
-                        let flag = flag.clone();
-                        thread::spawn(move || {
-                            conn.set_read_timeout(Some(Duration::from_millis(50)))
-                                .unwrap();
-                            let mut buf = [0u8; 65536];
-                            while !flag.load(Ordering::Relaxed) {
-                                match conn.read(&mut buf) {
-                                    Ok(0) => return,
-                                    Ok(n) => behave(&mut conn, &buf[..n], &flag),
-                                    Err(_) => continue,
-                                }
-                            }
-                        });
-                    }
-                    Err(_) => thread::sleep(Duration::from_millis(5)),
-                }
-            }
-        });
-        Fake {
-            addr,
-            stop,
-            accepted,
-        }
-    }
-}
-
-impl Drop for Fake {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
-fn garbage(c: &mut TcpStream, _: &[u8], _: &AtomicBool) {
-    let _ = c.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
-}
-
-fn too_large(c: &mut TcpStream, _: &[u8], _: &AtomicBool) {
-    // Announces 100 MB, then sends a lot of it.
-    let _ = c.write_all(b"$100000000\r\n");
-    let _ = c.write_all(&vec![b'x'; 1 << 20]);
-}
-
-/// What a good server answers to every command it read (the handshake
-/// passes; `+OK` to the rest), then one reply more that answers nothing.
-fn unsolicited(c: &mut TcpStream, data: &[u8], _: &AtomicBool) {
-    let mut rest = data;
-    while let Ok(redlock_core::redlock_resp::Status::Complete((_, used))) =
-        redlock_core::redlock_resp::parse_reply(rest)
-    {
-        let _ = c.write_all(&redlock_tests::fake_answer(&rest[..used], 1));
-        rest = &rest[used..];
-    }
-    let _ = c.write_all(b"+OK\r\n");
-}
-
-fn close_mid_reply(c: &mut TcpStream, _: &[u8], _: &AtomicBool) {
-    let _ = c.write_all(b"$10\r\nabc");
-    let _ = c.shutdown(std::net::Shutdown::Both);
-}
-
-fn drip(c: &mut TcpStream, _: &[u8], stop: &AtomicBool) {
-    for &b in b"+OK\r\n".iter().cycle().take(200) {
-        if stop.load(Ordering::Relaxed) || c.write_all(&[b]).is_err() {
-            return;
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn silent(_: &mut TcpStream, _: &[u8], _: &AtomicBool) {}
-
-fn deep_nesting(c: &mut TcpStream, _: &[u8], _: &AtomicBool) {
-    let _ = c.write_all(&b"*1\r\n".repeat(100_000));
-}
+use redlock_tests::fake::{CASES, Fake, unsolicited};
 
 /// The ttl of the locks here, and a bound far below it for "fast": a bad
 /// server costs a request timeout (100 ms), never the ttl. The bound leaves
@@ -124,15 +22,7 @@ const FAST: Duration = Duration::from_secs(3);
 #[test]
 fn every_bad_server_fails_alone_and_fast() {
     let real: Vec<RedisServer> = (0..4).map(|_| RedisServer::start().unwrap()).collect();
-    let cases: [(&str, Behaviour); 6] = [
-        ("garbage", garbage),
-        ("too large", too_large),
-        ("close mid-reply", close_mid_reply),
-        ("drip", drip),
-        ("silent", silent),
-        ("deep nesting", deep_nesting),
-    ];
-    for (name, behave) in cases {
+    for (name, behave) in CASES {
         let fake = Fake::start(behave);
         let mut urls: Vec<String> = real.iter().map(|s| s.addr().to_string()).collect();
         urls.insert(2, fake.addr.clone());

@@ -4,9 +4,9 @@
 //! them needs an allocator (linking fails if anything pulls in `alloc`).
 //!
 //! ```sh
-//! cargo build -p redlock-embedded --example size_probe --features size-probe \
+//! cargo build -p redlock-embedded --example embedded_size_probe --features size-probe \
 //!     --target thumbv7em-none-eabihf --profile size
-//! llvm-size target/thumbv7em-none-eabihf/size/examples/size_probe
+//! llvm-size target/thumbv7em-none-eabihf/size/examples/embedded_size_probe
 //! ```
 
 #![no_std]

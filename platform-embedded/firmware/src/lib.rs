@@ -1,6 +1,13 @@
 //! Board support for QEMU's `mps2-an386` (Cortex-M4F), shared by the
-//! firmware's binaries: the semihosting console and exit.
+//! firmware's binaries: the semihosting console and exit, the command line,
+//! the clock, the LAN9118 Ethernet controller, the smoltcp network, and the
+//! stack high-water mark.
 
 #![no_std]
 
+pub mod clock;
+pub mod cmdline;
 pub mod console;
+pub mod lan9118;
+pub mod net;
+pub mod stack;

@@ -1,0 +1,399 @@
+//! The gateway: takes a Redlock on three Redis servers from a Cortex-M4F
+//! over smoltcp, proves it holds it, holds it, extends it, releases it,
+//! optionally measures lock/unlock latency, and reports its stack use.
+//!
+//! Arguments (QEMU `-append`, see the README): `PORT PORT PORT RESOURCE
+//! HOLD_MS TTL_MS SEED [CYCLES]`; the servers are 10.0.2.2:PORT (the host's
+//! 127.0.0.1 under QEMU's user-mode networking). One line per step on the
+//! semihosting console; exit 0 only if every step checked out.
+
+#![no_std]
+#![no_main]
+
+use core::mem::MaybeUninit;
+
+use chacha20::ChaCha20Rng;
+use cortex_m::singleton;
+use cortex_m_rt::{entry, exception};
+use rand_core::SeedableRng;
+use redlock_embedded::{Client, Config, Credentials, Duration, Error, Instant, Lock};
+use redlock_firmware::clock::{self, Clock};
+use redlock_firmware::console::{exit, println};
+use redlock_firmware::lan9118::{Lan9118, ProbeError};
+use redlock_firmware::net::{Addressing, Gateway, Nic, SocketBuffers};
+use redlock_firmware::{cmdline, stack};
+use smoltcp::iface::SocketStorage;
+use smoltcp::wire::{IpAddress, IpEndpoint};
+
+/// Servers: three, a majority of two.
+const SERVERS: usize = 3;
+/// Reply buffer per server: holds the handshake's `INFO server` (~600 B).
+const IN: usize = 1024;
+/// Request buffer per server: holds the largest `SCRIPT LOAD`.
+const OUT: usize = 512;
+/// smoltcp receive and send buffers per socket: the client reads replies
+/// as they come, so the receive window need not hold a whole reply.
+const SOCKET_RX: usize = 256;
+const SOCKET_TX: usize = 256;
+/// The most latency cycles measured in one run.
+const MAX_CYCLES: usize = 128;
+/// The longest command line taken (QEMU puts the kernel's path first).
+const CMDLINE: usize = 512;
+/// The longest resource name taken.
+const RESOURCE: usize = 64;
+
+/// The sockets' buffers.
+type Buffers = [SocketBuffers<SOCKET_RX, SOCKET_TX>; SERVERS];
+
+/// The client, over the smoltcp gateway.
+type Redlock<'n> =
+    Client<'static, &'n mut Gateway<'n, SERVERS>, Clock, ChaCha20Rng, SERVERS, IN, OUT>;
+
+#[exception]
+fn SysTick() {
+    clock::tick();
+}
+
+/// The run-time arguments.
+struct Args {
+    ports: [u16; SERVERS],
+    resource: heapless::String<RESOURCE>,
+    hold: Duration,
+    ttl: Duration,
+    seed: [u8; 32],
+    cycles: usize,
+}
+
+/// Reads and parses the command line.
+#[inline(never)]
+fn args() -> Result<Args, &'static str> {
+    let mut line = [0u8; CMDLINE];
+    let line = cmdline::read(&mut line)
+        .ok_or("no command line (run with -semihosting-config enable=on)")?;
+    parse(line)
+}
+
+/// Parses `PORT PORT PORT RESOURCE HOLD_MS TTL_MS SEED [CYCLES]`, after the
+/// kernel file name QEMU puts first.
+fn parse(line: &str) -> Result<Args, &'static str> {
+    let mut words = line.split_ascii_whitespace().peekable();
+    // QEMU's SYS_GET_CMDLINE starts with the kernel's file name.
+    if words.peek().is_some_and(|w| w.parse::<u16>().is_err()) {
+        words.next();
+    }
+    let mut ports = [0u16; SERVERS];
+    for port in &mut ports {
+        *port = words
+            .next()
+            .and_then(|w| w.parse().ok())
+            .filter(|&p| p != 0)
+            .ok_or("expected three server ports")?;
+    }
+    let resource = words
+        .next()
+        .ok_or("expected a resource name")?
+        .try_into()
+        .map_err(|_| "the resource name is too long")?;
+    let ms = |w: Option<&str>, what| {
+        w.and_then(|w| w.parse::<u64>().ok())
+            .map(Duration::from_millis)
+            .ok_or(what)
+    };
+    let hold = ms(words.next(), "expected the hold time in ms")?;
+    let ttl = ms(words.next(), "expected the ttl in ms")?;
+    let seed = words
+        .next()
+        .and_then(seed_of)
+        .ok_or("expected an RNG seed of 64 hex digits (no seed, no tokens)")?;
+    let cycles = match words.next() {
+        None => 0,
+        Some(w) => w
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| n <= MAX_CYCLES)
+            .ok_or("cycles: a number up to 128")?,
+    };
+    if words.next().is_some() {
+        return Err("too many arguments");
+    }
+    Ok(Args {
+        ports,
+        resource,
+        hold,
+        ttl,
+        seed,
+        cycles,
+    })
+}
+
+/// 32 bytes from 64 hex digits.
+fn seed_of(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.as_bytes();
+    if hex.len() != 64 {
+        return None;
+    }
+    let digit = |c: u8| char::from(c).to_digit(16).map(|d| d as u8);
+    let mut seed = [0u8; 32];
+    for (byte, pair) in seed.iter_mut().zip(hex.chunks_exact(2)) {
+        *byte = digit(pair[0])? << 4 | digit(pair[1])?;
+    }
+    Some(seed)
+}
+
+/// Prints `error <step>: <error>` and exits 1.
+fn fail(step: &str, error: impl core::fmt::Display) -> ! {
+    println!("error {}: {}", step, error);
+    exit(false)
+}
+
+#[entry]
+fn main() -> ! {
+    stack::paint();
+    let args = match args() {
+        Ok(args) => args,
+        Err(why) => fail("args", why),
+    };
+    let client = match boot(&args) {
+        Ok(client) => client,
+        Err(why) => fail("boot", why),
+    };
+    let ok = run(client, &args);
+    client.net_mut().shutdown(Duration::from_millis(200));
+    println!("stack {}", stack::high_water());
+    exit(ok)
+}
+
+/// Brings up the clock, the NIC, the interface and the client, the
+/// long-lived parts in statics (so that they are counted once, in .bss,
+/// and their construction's temporaries leave the stack again).
+#[inline(never)]
+fn boot(args: &Args) -> Result<&'static mut Redlock<'static>, BootError> {
+    let mut core = cortex_m::Peripherals::take().ok_or(BootError::Taken)?;
+    let clock = Clock::start(&mut core.SYST);
+    let lan = Lan9118::probe().map_err(BootError::Nic)?;
+    let servers = args
+        .ports
+        .map(|p| IpEndpoint::new(IpAddress::v4(10, 0, 2, 2), p));
+    let storage = singleton!(: [SocketStorage<'static>; SERVERS] = [SocketStorage::EMPTY; SERVERS])
+        .ok_or(BootError::Taken)?;
+    let buffers = singleton!(: Buffers = [const { SocketBuffers::new() }; SERVERS])
+        .ok_or(BootError::Taken)?;
+    let net = singleton!(: MaybeUninit<Gateway<'static, SERVERS>> = MaybeUninit::uninit())
+        .ok_or(BootError::Taken)?;
+    let net = net.write(gateway(lan, clock, servers, storage, buffers));
+    let rng = ChaCha20Rng::from_seed(args.seed);
+    // Built in place: `client` returns straight into the static's slot.
+    let slot = singleton!(: MaybeUninit<Result<Redlock<'static>, Error>> = MaybeUninit::uninit())
+        .ok_or(BootError::Taken)?;
+    let client = client(slot, net, clock, rng);
+    client.as_mut().map_err(|e| BootError::Client(e.clone()))
+}
+
+/// The network (its own function, so that it returns into its static).
+#[inline(never)]
+fn gateway(
+    lan: Lan9118,
+    clock: Clock,
+    servers: [IpEndpoint; SERVERS],
+    storage: &'static mut [SocketStorage<'static>; SERVERS],
+    buffers: &'static mut Buffers,
+) -> Gateway<'static, SERVERS> {
+    Gateway::new(
+        Nic::new(lan),
+        clock,
+        Addressing::SLIRP,
+        servers,
+        storage,
+        buffers,
+    )
+}
+
+/// The client, built into `slot` (its own function, so that the
+/// temporaries of its construction are one frame that ends).
+#[inline(never)]
+fn client(
+    slot: &'static mut MaybeUninit<Result<Redlock<'static>, Error>>,
+    net: &'static mut Gateway<'static, SERVERS>,
+    clock: Clock,
+    rng: ChaCha20Rng,
+) -> &'static mut Result<Redlock<'static>, Error> {
+    let creds = [Credentials::NONE; SERVERS];
+    slot.write(Client::new(net, clock, rng, Config::DEFAULT, creds))
+}
+
+/// Why the board did not come up.
+enum BootError {
+    Taken,
+    Nic(ProbeError),
+    Client(Error),
+}
+
+impl core::fmt::Display for BootError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            BootError::Taken => f.write_str("booted twice"),
+            BootError::Nic(e) => e.fmt(f),
+            BootError::Client(e) => e.fmt(f),
+        }
+    }
+}
+
+/// The steps; `false` after printing an `error` line.
+fn run(client: &mut Redlock<'_>, args: &Args) -> bool {
+    let ready = client.connect();
+    println!("connected {}/{}", ready, SERVERS);
+    let Some(mut lock) = acquire(client, args) else {
+        return false;
+    };
+    if !prove(client, &lock) {
+        return false;
+    }
+    // 3. Hold, keeping the network going.
+    println!("holding {}", args.hold.as_millis());
+    let until = client.now().saturating_add(args.hold);
+    client.net_mut().idle_until(until);
+    // 4. Extend.
+    if !extend(client, &mut lock, args.ttl) {
+        return false;
+    }
+    // 5. Release.
+    if !release(client, &lock) {
+        return false;
+    }
+    // 6. Latency.
+    if args.cycles > 0 {
+        return latency(client, args);
+    }
+    true
+}
+
+/// 1. Acquire, and print the token and validity.
+#[inline(never)]
+fn acquire<'r>(client: &mut Redlock<'_>, args: &'r Args) -> Option<Lock<'r>> {
+    match client.lock(args.resource.as_bytes(), args.ttl) {
+        Ok(lock) => {
+            println!(
+                "acquired {} {} {}",
+                args.resource,
+                token(&lock),
+                lock.validity().as_millis()
+            );
+            Some(lock)
+        }
+        Err(e) => {
+            report("acquire", e);
+            None
+        }
+    }
+}
+
+fn token<'l>(lock: &'l Lock<'_>) -> &'l str {
+    core::str::from_utf8(lock.token().as_bytes()).unwrap_or("?")
+}
+
+/// 2. Prove: a majority holds our token.
+#[inline(never)]
+fn prove(client: &mut Redlock<'_>, lock: &Lock<'_>) -> bool {
+    let inspection = match client.inspect(lock.resource()) {
+        Ok(i) => i,
+        Err(e) => return report("prove", e),
+    };
+    let ours = lock.token().as_bytes();
+    if inspection.majority_holder() != Some(ours) {
+        return report("prove", "no majority holds our token");
+    }
+    let held = inspection
+        .entries()
+        .iter()
+        .filter(|e| e.holder.as_deref() == Some(ours))
+        .count();
+    println!("proved {}/{}", held, inspection.entries().len());
+    true
+}
+
+/// 4. Extend to a fresh ttl.
+#[inline(never)]
+fn extend(client: &mut Redlock<'_>, lock: &mut Lock<'_>, ttl: Duration) -> bool {
+    if let Err(e) = client.extend(lock, ttl) {
+        return report("extend", e);
+    }
+    println!("extended {}", lock.validity().as_millis());
+    true
+}
+
+/// 5. Release.
+#[inline(never)]
+fn release(client: &mut Redlock<'_>, lock: &Lock<'_>) -> bool {
+    if let Err(e) = client.unlock(lock) {
+        return report("release", e);
+    }
+    println!("released");
+    true
+}
+
+/// 6. Lock+unlock cycles on `<resource>:bench`, each call timed.
+#[inline(never)]
+fn latency(client: &mut Redlock<'_>, args: &Args) -> bool {
+    let mut name = heapless::String::<{ RESOURCE + 6 }>::new();
+    if name.push_str(&args.resource).is_err() || name.push_str(":bench").is_err() {
+        return report("latency", "resource name too long");
+    }
+    let resource = name.as_bytes();
+    let mut acquire = [0u32; MAX_CYCLES];
+    let mut release = [0u32; MAX_CYCLES];
+    let n = args.cycles.min(MAX_CYCLES);
+    for k in 0..n {
+        let t0 = client.now();
+        let lock = match client.lock(resource, args.ttl) {
+            Ok(lock) => lock,
+            Err(e) => return report("latency", e),
+        };
+        let t1 = client.now();
+        if let Err(e) = client.unlock(&lock) {
+            return report("latency", e);
+        }
+        let t2 = client.now();
+        acquire[k] = micros(t0, t1);
+        release[k] = micros(t1, t2);
+    }
+    let (acquire, release) = (&mut acquire[..n], &mut release[..n]);
+    sort(acquire);
+    sort(release);
+    println!(
+        "latency acquire_p50_us={} acquire_p99_us={} release_p50_us={} release_p99_us={} cycles={}",
+        percentile(acquire, 50),
+        percentile(acquire, 99),
+        percentile(release, 50),
+        percentile(release, 99),
+        n
+    );
+    true
+}
+
+/// Insertion sort: a few hundred bytes of flash less than `sort_unstable`,
+/// and at most 128 values.
+fn sort(values: &mut [u32]) {
+    for i in 1..values.len() {
+        let mut j = i;
+        while j > 0 && values[j - 1] > values[j] {
+            values.swap(j - 1, j);
+            j -= 1;
+        }
+    }
+}
+
+fn micros(from: Instant, to: Instant) -> u32 {
+    u32::try_from(to.saturating_duration_since(from).as_micros()).unwrap_or(u32::MAX)
+}
+
+/// The `p`th percentile of sorted `values` (nearest rank).
+fn percentile(values: &[u32], p: usize) -> u32 {
+    let rank = (values.len() * p).div_ceil(100).max(1);
+    values.get(rank - 1).copied().unwrap_or(0)
+}
+
+/// Prints `error <step>: <error>`; `false`.
+fn report(step: &str, error: impl core::fmt::Display) -> bool {
+    println!("error {}: {}", step, error);
+    false
+}

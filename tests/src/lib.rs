@@ -22,6 +22,7 @@ use redlock_resp::{Arg, Reply, Status};
 pub mod embedded;
 pub mod fake;
 pub mod proxy;
+pub mod qemu;
 pub mod sim;
 
 /// How long a server may take to start answering.

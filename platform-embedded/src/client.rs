@@ -4,7 +4,7 @@
 use embedded_io::{Read, ReadReady, Write};
 use rand_core::TryCryptoRng;
 use redlock_core::handshake::{self, SetupError, Verdict};
-use redlock_core::redlock_resp::{EncodeError, Parser, Reply, Status};
+use redlock_core::redlock_resp::{EncodeError, Parser, Reply, Status, script};
 use redlock_core::{
     Acquire, Config, Duration, Extend, FenceRepair, FenceRepaired, Inspect, Inspection, Instant,
     Operation, Release, Released, Retry, ServerId, Servers, Transmit, Unsolicited,
@@ -76,8 +76,30 @@ impl core::ops::Deref for Lock<'_> {
 const TIMEOUT_TTL: Duration = Duration::from_secs(10);
 
 /// The bytes of a request that are not the resource name, at most: the
-/// fenced acquire's `EVALSHA` with its key, fence key, token and ttl.
-const REQUEST_OVERHEAD: usize = 200;
+/// `EVAL` fallback after `NOSCRIPT` carries a script's source, plus its
+/// keys' suffixes, a token, numbers and the framing (200 is generous).
+const REQUEST_OVERHEAD: usize = max_script_source()
+    .saturating_add(2 * redlock_core::FENCE_SUFFIX.len())
+    .saturating_add(200);
+
+/// The longest script source the core may send with `EVAL`.
+// Evaluated at compile time only: a panic would be a build error.
+#[allow(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+const fn max_script_source() -> usize {
+    let mut max = script::FENCE_RAISE.source.len();
+    let mut k = 0;
+    while k < script::ALL.len() {
+        if script::ALL[k].source.len() > max {
+            max = script::ALL[k].source.len();
+        }
+        k += 1;
+    }
+    max
+}
+
+/// Reads of one socket per pass of the loop, so that a server that floods
+/// cannot keep the others and the timeouts waiting.
+const READS_PER_PASS: usize = 4;
 
 /// A Redlock client over `SERVERS` servers, for a microcontroller: no heap,
 /// every buffer fixed by const generics, one operation at a time.
@@ -89,15 +111,21 @@ const REQUEST_OVERHEAD: usize = 200;
 ///   does not fit fails that server's connection.
 /// - `OUT`: bytes buffered per server for requests; it must hold the
 ///   largest handshake command (a `SCRIPT LOAD`, checked by
-///   [`Client::new`]). Resource names can be up to `(OUT - 200) / 2` bytes.
+///   [`Client::new`]) and the largest request (an `EVAL` with a script's
+///   source, after `NOSCRIPT`). Resource names can be up to
+///   [`max_resource_len`](Client::max_resource_len) bytes: 153 with the
+///   default 768.
 ///
 /// Each operation first (re)connects the servers that are down and whose
 /// backoff has passed, waits until each is through its handshake (judged
 /// fail-closed by the core: until then nothing else is sent on it) or has
 /// failed, then sends every request before reading any reply, and reads
-/// replies as sockets become ready. A server that fails during an operation
-/// stays out of it; it is reconnected at the start of a later one.
-pub struct Client<'a, N, C, G, const SERVERS: usize, const IN: usize = 1024, const OUT: usize = 512>
+/// replies as sockets become ready. A server that fails during an
+/// operation is reconnected in the background (after its backoff) and is
+/// used again by the operation's later requests, such as the next attempt
+/// of a lock; a release for a server whose connection broke waits behind
+/// the new connection's handshake.
+pub struct Client<'a, N, C, G, const SERVERS: usize, const IN: usize = 1024, const OUT: usize = 768>
 {
     net: N,
     clock: C,
@@ -343,11 +371,7 @@ where
         let result = self.drive(&mut slot);
         // Replies still owed to this operation are dropped when they come.
         for conn in &mut self.conns {
-            for e in conn.expect.iter_mut() {
-                if *e == Expect::Op {
-                    *e = Expect::Stale;
-                }
-            }
+            conn.end_op();
         }
         result?;
         slot.out.ok_or(Error::BufferTooSmall { needed: OUT })
@@ -359,6 +383,9 @@ where
         let mut buf = [0u8; OUT];
         loop {
             let now = self.clock.now();
+            // Connections lost during the operation come back in the
+            // background, for its later requests.
+            let connecting = self.maintain(now, &mut *op);
             // A2: everything that can be sent is written before reading.
             while let Some(t) = op.poll_transmit(now, &mut buf).map_err(|e| match e {
                 EncodeError::BufferTooSmall { needed } => Error::BufferTooSmall { needed },
@@ -372,13 +399,18 @@ where
             if op.done() {
                 return Ok(());
             }
-            let progressed = self.receive(&mut *op, now);
+            let progressed = self.receive(&mut *op);
+            let now = self.clock.now();
             let deadline = op.poll_timeout();
             if deadline.is_some_and(|t| now >= t) {
                 op.handle_timeout(now);
             } else if !progressed {
                 // Nothing awaited means nothing will change it: only time.
-                let until = deadline.unwrap_or(now.saturating_add(Duration::from_millis(1)));
+                let until = match (deadline, connecting) {
+                    (Some(a), Some(b)) => a.min(b),
+                    (Some(t), None) | (None, Some(t)) => t,
+                    (None, None) => now.saturating_add(Duration::from_millis(1)),
+                };
                 self.net.wait(until);
             }
         }
@@ -394,6 +426,14 @@ where
             return;
         };
         if conn.state != State::Ready {
+            // A release is delivered even to a server whose connection
+            // broke: it waits behind the new connection's handshake.
+            if t.release && conn.refused.is_none() && conn.hold(bytes) {
+                if conn.state == State::Down {
+                    self.start_connect(i, now, op);
+                }
+                return;
+            }
             match conn.refused {
                 Some(why) => op.handle_setup_error(now, t.server, why),
                 None => op.handle_connection_error(now, t.server),
@@ -404,8 +444,11 @@ where
         if !conn.queue(bytes, Expect::Op) {
             // Its output is full of what it has not read: it is stuck.
             rl_log!(warn, "redlock: server {} is not reading; dropped", i);
+            let told = conn.owes_op();
             self.fail(i, now, Fail::Broken, op);
-            op.handle_connection_error(now, t.server);
+            if !told {
+                op.handle_connection_error(now, t.server);
+            }
         }
     }
 
@@ -449,10 +492,13 @@ where
 
     /// Reads every socket that has data and hands out the replies; `true`
     /// if anything was read or a connection failed.
-    fn receive(&mut self, op: &mut dyn Driven, now: Instant) -> bool {
+    fn receive(&mut self, op: &mut dyn Driven) -> bool {
         let mut progressed = false;
         for i in 0..SERVERS {
-            while let Some(conn) = self.conns.get_mut(i) {
+            for _ in 0..READS_PER_PASS {
+                let Some(conn) = self.conns.get_mut(i) else {
+                    break;
+                };
                 if matches!(conn.state, State::Down | State::Connecting) {
                     break;
                 }
@@ -469,6 +515,8 @@ where
                     },
                 };
                 progressed = true;
+                // Replies are judged at the time they are read.
+                let now = self.clock.now();
                 let result = match read {
                     Ok(n) if n > 0 => {
                         conn.filled = conn.filled.saturating_add(n).min(IN);
@@ -545,8 +593,11 @@ where
                 Ok(Verdict::Ok) => (None, None),
                 Ok(Verdict::Info(info)) => (
                     info.uptime_secs,
-                    info.run_id
-                        .map(|id| Vec::<u8, RUN_ID_LEN>::from_slice(id).unwrap_or_default()),
+                    info.run_id.map(|id| {
+                        // Redis's are 40 characters: keep at most that many.
+                        let id = id.get(..RUN_ID_LEN).unwrap_or(id);
+                        Vec::<u8, RUN_ID_LEN>::from_slice(id).unwrap_or_default()
+                    }),
                 ),
                 Err(why) => break Err(Fail::Refused(why)),
             };
@@ -571,6 +622,8 @@ where
                 conn.state = State::Ready;
                 conn.failures = 0;
                 conn.refused = None;
+                // A release held behind the handshake goes out now.
+                conn.release_held();
                 rl_log!(debug, "redlock: server {} ready", i);
             }
         };
@@ -642,72 +695,83 @@ where
     /// their backoff, and waits until each is through its handshake or has
     /// failed (the connect timeout bounds it).
     fn prepare(&mut self) {
-        let now = self.clock.now();
-        let info_required = self.config.restart_guard.is_some();
-        for i in 0..SERVERS {
-            // A connection the stack saw close is noticed here.
-            let link = self.net.link(i);
-            let Some(conn) = self.conns.get_mut(i) else {
-                continue;
-            };
-            if conn.state == State::Ready && link == Link::Down {
-                self.fail(i, now, Fail::Broken, &mut Idle);
-            }
-            let Some(conn) = self.conns.get_mut(i) else {
-                continue;
-            };
-            if conn.state == State::Down && now >= conn.retry_at {
-                conn.reset();
-                conn.state = State::Connecting;
-                conn.deadline = now.saturating_add(self.options.connect_timeout);
-                if self.net.connect(i).is_err() {
-                    self.fail(i, now, Fail::Broken, &mut Idle);
-                }
-            }
-        }
         loop {
             let now = self.clock.now();
-            let mut waiting: Option<Instant> = None;
-            for i in 0..SERVERS {
-                let link = self.net.link(i);
-                let creds = self.creds_of(i);
-                let Some(conn) = self.conns.get_mut(i) else {
-                    continue;
-                };
-                let state = conn.state;
-                if matches!(state, State::Connecting | State::Handshake) && now >= conn.deadline {
-                    rl_log!(warn, "redlock: server {} did not connect in time", i);
-                    self.fail(i, now, Fail::Broken, &mut Idle);
-                    continue;
-                }
-                match (state, link) {
-                    (State::Connecting | State::Handshake, Link::Down) => {
-                        self.fail(i, now, Fail::Broken, &mut Idle);
-                        continue;
-                    }
-                    (State::Connecting, Link::Up) => conn.start_handshake(&creds, info_required),
-                    _ => {}
-                }
-                if conn.state == State::Handshake {
-                    if conn.pump_handshake(&creds, info_required).is_err() {
-                        self.fail(i, now, Fail::Broken, &mut Idle);
-                        continue;
-                    }
-                    self.flush(i, &mut Idle, now);
-                }
-                if let Some(conn) = self.conns.get(i) {
-                    if matches!(conn.state, State::Connecting | State::Handshake) {
-                        waiting = Some(waiting.map_or(conn.deadline, |w| w.min(conn.deadline)));
-                    }
-                }
-            }
-            let progressed = self.receive(&mut Idle, now);
+            let waiting = self.maintain(now, &mut Idle);
+            let progressed = self.receive(&mut Idle);
             match waiting {
                 None => return,
                 Some(until) if !progressed => self.net.wait(until),
                 Some(_) => {}
             }
         }
+    }
+
+    /// Starts connecting server `i`.
+    fn start_connect(&mut self, i: usize, now: Instant, op: &mut dyn Driven) {
+        let Some(conn) = self.conns.get_mut(i) else {
+            return;
+        };
+        conn.begin_connect(now.saturating_add(self.options.connect_timeout));
+        if self.net.connect(i).is_err() {
+            self.fail(i, now, Fail::Broken, op);
+        }
+    }
+
+    /// Moves every connection one step, without waiting: a server down and
+    /// past its backoff starts connecting, a connect that finished starts
+    /// its handshake, the handshake is written as far as the buffer and
+    /// the socket take, and a connection past its deadline fails. Returns
+    /// the earliest deadline of a connection still being set up.
+    fn maintain(&mut self, now: Instant, op: &mut dyn Driven) -> Option<Instant> {
+        let info_required = self.config.restart_guard.is_some();
+        let mut waiting: Option<Instant> = None;
+        for i in 0..SERVERS {
+            let link = self.net.link(i);
+            let creds = self.creds_of(i);
+            let Some(conn) = self.conns.get_mut(i) else {
+                continue;
+            };
+            match (conn.state, link) {
+                // A connection the stack saw close.
+                (State::Ready, Link::Down) => {
+                    self.fail(i, now, Fail::Broken, op);
+                }
+                (State::Connecting | State::Handshake, _) if now >= conn.deadline => {
+                    rl_log!(warn, "redlock: server {} did not connect in time", i);
+                    self.fail(i, now, Fail::Broken, op);
+                    continue;
+                }
+                (State::Connecting | State::Handshake, Link::Down) => {
+                    self.fail(i, now, Fail::Broken, op);
+                    continue;
+                }
+                (State::Connecting, Link::Up) => conn.start_handshake(&creds, info_required),
+                _ => {}
+            }
+            let Some(conn) = self.conns.get_mut(i) else {
+                continue;
+            };
+            if conn.state == State::Down && now >= conn.retry_at {
+                self.start_connect(i, now, op);
+            }
+            let Some(conn) = self.conns.get_mut(i) else {
+                continue;
+            };
+            if conn.state == State::Handshake {
+                if conn.pump_handshake(&creds, info_required).is_err() {
+                    self.fail(i, now, Fail::Broken, op);
+                    continue;
+                }
+                self.flush(i, op, now);
+            }
+            if let Some(conn) = self.conns.get(i) {
+                if matches!(conn.state, State::Connecting | State::Handshake) {
+                    waiting = Some(waiting.map_or(conn.deadline, |w| w.min(conn.deadline)));
+                }
+            }
+        }
+        waiting
     }
 }
 

@@ -58,6 +58,10 @@ pub(crate) struct Conn<const IN: usize, const OUT: usize> {
     pub(crate) out: [u8; OUT],
     pub(crate) out_len: usize,
     pub(crate) out_sent: usize,
+    /// A release held until the handshake passes, in the last `held`
+    /// bytes of `out`; `held_stale` once its operation has ended.
+    pub(crate) held: usize,
+    pub(crate) held_stale: bool,
     pub(crate) expect: Deque<Expect, EXPECT>,
     /// Handshake steps written so far, and in all.
     pub(crate) next_step: usize,
@@ -87,6 +91,8 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
             out: [0; OUT],
             out_len: 0,
             out_sent: 0,
+            held: 0,
+            held_stale: false,
             expect: Deque::new(),
             next_step: 0,
             steps: 0,
@@ -106,6 +112,8 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
         self.filled = 0;
         self.out_len = 0;
         self.out_sent = 0;
+        self.held = 0;
+        self.held_stale = false;
         self.expect.clear();
         self.next_step = 0;
         self.steps = 0;
@@ -114,7 +122,70 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
 
     /// Whether the running operation has requests on this connection.
     pub(crate) fn owes_op(&self) -> bool {
-        self.expect.iter().any(|e| *e == Expect::Op)
+        (self.held > 0 && !self.held_stale) || self.expect.iter().any(|e| *e == Expect::Op)
+    }
+
+    /// The operation ended: replies still owed to it are dropped when they
+    /// come.
+    pub(crate) fn end_op(&mut self) {
+        for e in self.expect.iter_mut() {
+            if *e == Expect::Op {
+                *e = Expect::Stale;
+            }
+        }
+        self.held_stale = true;
+    }
+
+    /// A new connect, to be up and through its handshake by `deadline`.
+    pub(crate) fn begin_connect(&mut self, deadline: Instant) {
+        let (held, stale) = (self.held, self.held_stale);
+        self.reset();
+        // A release waiting for this connection stays.
+        self.held = held;
+        self.held_stale = stale;
+        self.state = State::Connecting;
+        self.deadline = deadline;
+    }
+
+    /// Keeps a request (a release) at the end of the output buffer until the
+    /// handshake passes. `false` if one is held already or it does not fit.
+    pub(crate) fn hold(&mut self, bytes: &[u8]) -> bool {
+        let free = OUT.saturating_sub(self.out_len);
+        if self.held > 0 || bytes.is_empty() || bytes.len() > free {
+            return false;
+        }
+        let Some(dst) = self.out.get_mut(OUT.saturating_sub(bytes.len())..) else {
+            return false;
+        };
+        dst.copy_from_slice(bytes);
+        self.held = bytes.len();
+        self.held_stale = false;
+        true
+    }
+
+    /// The handshake passed: the held request joins the output.
+    pub(crate) fn release_held(&mut self) {
+        if self.held == 0 || self.expect.is_full() {
+            self.held = 0;
+            return;
+        }
+        let from = OUT.saturating_sub(self.held);
+        // Forwards, byte by byte: the ranges may overlap, the destination
+        // first.
+        for k in 0..self.held {
+            let byte = self.out.get(from.saturating_add(k)).copied().unwrap_or(0);
+            if let Some(b) = self.out.get_mut(self.out_len.saturating_add(k)) {
+                *b = byte;
+            }
+        }
+        self.out_len = self.out_len.saturating_add(self.held).min(OUT);
+        let _ = self.expect.push_back(if self.held_stale {
+            Expect::Stale
+        } else {
+            Expect::Op
+        });
+        self.held = 0;
+        self.held_stale = false;
     }
 
     /// Appends `bytes` to the output and records what its reply answers.
@@ -123,6 +194,9 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
         let Some(end) = self.out_len.checked_add(bytes.len()) else {
             return false;
         };
+        if end > OUT.saturating_sub(self.held) {
+            return false;
+        }
         let Some(dst) = self.out.get_mut(self.out_len..end) else {
             return false;
         };
@@ -135,12 +209,23 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
         true
     }
 
-    /// Makes room at the front of the output once everything was sent.
+    /// Moves what is not sent yet to the front of the output.
     pub(crate) fn compact_out(&mut self) {
-        if self.out_sent >= self.out_len {
-            self.out_len = 0;
-            self.out_sent = 0;
+        let rest = self.out_len.saturating_sub(self.out_sent);
+        if self.out_sent > 0 {
+            for k in 0..rest {
+                let byte = self
+                    .out
+                    .get(self.out_sent.saturating_add(k))
+                    .copied()
+                    .unwrap_or(0);
+                if let Some(b) = self.out.get_mut(k) {
+                    *b = byte;
+                }
+            }
         }
+        self.out_len = rest;
+        self.out_sent = 0;
     }
 
     /// Starts the handshake of a connection that just came up.
@@ -163,7 +248,8 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
             else {
                 break;
             };
-            let free = self.out.get_mut(self.out_len..).unwrap_or_default();
+            let room = OUT.saturating_sub(self.held);
+            let free = self.out.get_mut(self.out_len..room).unwrap_or_default();
             let len = match encode_step(free, step, self.next_step, creds) {
                 Ok(len) => len,
                 // Room later, once the buffer drained; never if it is empty.

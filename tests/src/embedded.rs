@@ -65,6 +65,10 @@ pub struct StdNet {
     socks: Vec<Option<Sock>>,
     /// Connects started, per server (to see reconnects in tests).
     pub connects: Vec<usize>,
+    /// Whether `link` reports a connection the peer closed as down (as a
+    /// stack that saw the FIN does). Off: the client finds out only when it
+    /// uses the connection.
+    pub notice_close: bool,
 }
 
 impl StdNet {
@@ -74,6 +78,7 @@ impl StdNet {
             addrs: addrs.to_vec(),
             socks: addrs.iter().map(|_| None).collect(),
             connects: vec![0; addrs.len()],
+            notice_close: true,
         }
     }
 }
@@ -98,11 +103,22 @@ impl Network for StdNet {
     }
 
     fn link(&mut self, server: usize) -> Link {
+        let notice_close = self.notice_close;
         let Some(sock) = self.socks.get_mut(server).and_then(Option::as_mut) else {
             return Link::Down;
         };
-        if sock.connected {
+        if sock.connected && !notice_close {
             return Link::Up;
+        }
+        if sock.connected {
+            // The peer closed: a stack would show the connection closing.
+            let mut byte = [0u8; 1];
+            return match sock.io.inner().peek(&mut byte) {
+                Ok(0) => Link::Down,
+                Ok(_) => Link::Up,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Link::Up,
+                Err(_) => Link::Down,
+            };
         }
         let stream = sock.io.inner();
         if let Ok(Some(_)) | Err(_) = stream.take_error() {

@@ -521,3 +521,80 @@ fn bad_arguments_are_errors() {
     let none = Client::<_, _, _, 0>::new(StdNet::new(&[]), StdClock, OsRng, Config::DEFAULT, []);
     assert!(matches!(none, Err(Error::ServerCount(0))));
 }
+
+/// Closes every client connection of `server` (as an idle timeout would).
+fn kill_clients(server: &RedisServer) {
+    server
+        .conn()
+        .unwrap()
+        .request(&[b"CLIENT", b"KILL", b"TYPE", b"normal", b"SKIPME", b"yes"])
+        .unwrap();
+}
+
+#[test]
+fn a_long_resource_survives_a_script_flush() {
+    // After NOSCRIPT the core sends the script's source with EVAL: the
+    // longest resource name allowed must still fit.
+    let servers = start(3);
+    let mut config = config();
+    config.fencing = true;
+    let mut c = client::<3>(addrs(&servers), config);
+    assert_eq!(c.connect(), 3);
+    let resource = vec![b'r'; c.max_resource_len()];
+    for s in &servers {
+        s.conn().unwrap().request(&[b"SCRIPT", b"FLUSH"]).unwrap();
+    }
+    let mut lock = c.lock(&resource, TTL).unwrap();
+    assert!(lock.fence().is_some());
+    c.extend(&mut lock, TTL).unwrap();
+    assert_eq!(
+        c.inspect(&resource).unwrap().majority_holder(),
+        Some(lock.token().as_bytes())
+    );
+    for s in &servers {
+        s.conn().unwrap().request(&[b"SCRIPT", b"FLUSH"]).unwrap();
+    }
+    let released = c.unlock(&lock).unwrap();
+    assert!(released.deleted() >= 2, "{released:?}");
+    assert!(servers.iter().all(|s| get(s, &resource) == Value::Nil));
+}
+
+#[test]
+fn a_release_is_delivered_after_its_connection_broke() {
+    // The stack does not tell that the server closed the connection: the
+    // release goes out, fails, and is sent again behind a new handshake.
+    let servers = start(3);
+    let mut c = client::<3>(addrs(&servers), config());
+    c.net_mut().notice_close = false;
+    assert_eq!(c.connect(), 3);
+    let lock = c.lock(b"emb-idle", TTL).unwrap();
+    // Until every vote landed.
+    let deadline = std::time::Instant::now() + StdDuration::from_secs(5);
+    while holders(&servers, b"emb-idle", lock.token().as_bytes()) < 3 {
+        assert!(std::time::Instant::now() < deadline);
+        thread::sleep(StdDuration::from_millis(5));
+    }
+    kill_clients(&servers[0]);
+    thread::sleep(StdDuration::from_millis(50));
+    let released = c.unlock(&lock).unwrap();
+    assert_eq!(get(&servers[0], b"emb-idle"), Value::Nil, "{released:?}");
+    assert_eq!(released.deleted(), 3, "{released:?}");
+    assert_eq!(c.net_mut().connects[0], 2, "one reconnect");
+}
+
+#[test]
+fn retries_use_servers_that_came_back() {
+    // Connections lost before the call: the attempts after the first use
+    // the servers again once they reconnected.
+    let servers = start(3);
+    let mut c = client::<3>(addrs(&servers), config());
+    c.net_mut().notice_close = false;
+    assert_eq!(c.connect(), 3);
+    kill_clients(&servers[0]);
+    kill_clients(&servers[1]);
+    thread::sleep(StdDuration::from_millis(50));
+    let deadline = c.now().saturating_add(Duration::from_secs(5));
+    let lock = c.lock_until(b"emb-retry", TTL, deadline).unwrap();
+    assert!(lock.report().count(ServerOutcome::Ok) >= 2);
+    c.unlock(&lock).unwrap();
+}

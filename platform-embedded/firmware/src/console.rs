@@ -6,7 +6,11 @@ pub use cortex_m_semihosting::hprintln as println;
 /// Ends the program: QEMU exits with status 0 if `ok`, else 1.
 pub fn exit(ok: bool) -> ! {
     use cortex_m_semihosting::debug;
-    debug::exit(if ok { debug::EXIT_SUCCESS } else { debug::EXIT_FAILURE });
+    debug::exit(if ok {
+        debug::EXIT_SUCCESS
+    } else {
+        debug::EXIT_FAILURE
+    });
     // Not reached under QEMU; on hardware without a debugger, stop here.
     loop {
         cortex_m::asm::wfi();

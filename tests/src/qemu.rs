@@ -44,6 +44,12 @@ pub fn build_firmware(bin: &str) -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let out = Command::new(cargo)
         .current_dir(firmware_dir())
+        // The test's own flags and target must not override the firmware's
+        // (its .cargo/config.toml sets the target and the linker script).
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
         .args(["build", "--release", "--locked", "--bin", bin])
         .arg("--message-format=json-render-diagnostics")
         .stdin(Stdio::null())

@@ -17,7 +17,9 @@
 use core::hint::black_box;
 
 use embedded_io::{ErrorKind, ErrorType, Read, ReadReady, Write};
-use redlock_embedded::{Client, Clock, Config, Credentials, Duration, Instant, Link, Network};
+use redlock_embedded::{
+    Buffers, Client, Clock, Config, Credentials, Duration, Instant, Link, Network,
+};
 
 /// A stand-in RNG: the probe measures size, not randomness.
 struct ProbeRng(u64);
@@ -111,9 +113,15 @@ impl Network for ProbeNet {
 #[unsafe(no_mangle)]
 pub extern "C" fn _start() -> ! {
     let creds = [Credentials::NONE; 5];
-    let Ok(mut client) =
-        Client::<_, _, _, 5>::new(ProbeNet, ProbeClock, ProbeRng(7), Config::DEFAULT, creds)
-    else {
+    let mut buffers = Buffers::<5>::new();
+    let Ok(mut client) = Client::new(
+        ProbeNet,
+        ProbeClock,
+        ProbeRng(7),
+        Config::DEFAULT,
+        creds,
+        &mut buffers,
+    ) else {
         loop {}
     };
     let ttl = Duration::from_millis(black_box(10_000));

@@ -12,7 +12,7 @@ use redlock_core::{
 
 use heapless::Vec;
 
-use crate::conn::{Conn, Expect, Fail, RUN_ID_LEN, State, encode_step, plan};
+use crate::conn::{Buffers, Conn, Expect, Fail, RUN_ID_LEN, Refusal, State, encode_step, plan};
 use crate::error::Error;
 use crate::net::{Clock, Credentials, Link, Network};
 
@@ -75,12 +75,15 @@ impl core::ops::Deref for Lock<'_> {
 /// [`Config::request_timeout`] is set.
 const TIMEOUT_TTL: Duration = Duration::from_secs(10);
 
-/// The bytes of a request that are not the resource name, at most: the
-/// `EVAL` fallback after `NOSCRIPT` carries a script's source, plus its
-/// keys' suffixes, a token, numbers and the framing (200 is generous).
+/// The bytes of a request that are not the resource name (which appears at
+/// most twice), at most: the `EVAL` fallback after `NOSCRIPT` carries a
+/// script's source. The largest is the fence write: `*7`, `EVAL`, the
+/// source, the key count, the resource and its fence key with their
+/// headers, a 40-byte token and a 20-digit number, 125 bytes of framing and
+/// arguments besides the source and the names; 80 + 2 suffixes covers it.
 const REQUEST_OVERHEAD: usize = max_script_source()
     .saturating_add(2 * redlock_core::FENCE_SUFFIX.len())
-    .saturating_add(200);
+    .saturating_add(80);
 
 /// The longest script source the core may send with `EVAL`.
 // Evaluated at compile time only: a panic would be a build error.
@@ -102,7 +105,9 @@ const fn max_script_source() -> usize {
 const READS_PER_PASS: usize = 4;
 
 /// A Redlock client over `SERVERS` servers, for a microcontroller: no heap,
-/// every buffer fixed by const generics, one operation at a time.
+/// every buffer fixed by const generics, one operation at a time. Its
+/// per-server buffers and connection state are a [`Buffers`] that the
+/// caller keeps (in a static, say), so the client itself stays small.
 ///
 /// - `N`: the [`Network`] (one socket per server), `C`: the [`Clock`],
 ///   `G`: a cryptographically secure RNG for tokens (there is no default).
@@ -113,8 +118,8 @@ const READS_PER_PASS: usize = 4;
 ///   largest handshake command (a `SCRIPT LOAD`, checked by
 ///   [`Client::new`]) and the largest request (an `EVAL` with a script's
 ///   source, after `NOSCRIPT`). Resource names can be up to
-///   [`max_resource_len`](Client::max_resource_len) bytes: 153 with the
-///   default 768.
+///   [`max_resource_len`](Client::max_resource_len) bytes: 154 with the
+///   default 640.
 ///
 /// Each operation first (re)connects the servers that are down and whose
 /// backoff has passed, waits until each is through its handshake (judged
@@ -125,7 +130,7 @@ const READS_PER_PASS: usize = 4;
 /// used again by the operation's later requests, such as the next attempt
 /// of a lock; a release for a server whose connection broke waits behind
 /// the new connection's handshake.
-pub struct Client<'a, N, C, G, const SERVERS: usize, const IN: usize = 1024, const OUT: usize = 768>
+pub struct Client<'a, N, C, G, const SERVERS: usize, const IN: usize = 1024, const OUT: usize = 640>
 {
     net: N,
     clock: C,
@@ -133,7 +138,7 @@ pub struct Client<'a, N, C, G, const SERVERS: usize, const IN: usize = 1024, con
     config: Config,
     options: Options,
     creds: [Credentials<'a>; SERVERS],
-    conns: [Conn<IN, OUT>; SERVERS],
+    conns: &'a mut [Conn<IN, OUT>; SERVERS],
     parser: Parser,
 }
 
@@ -158,26 +163,22 @@ where
     G: TryCryptoRng,
 {
     /// A client over the `SERVERS` servers of `net`, logging in to each with
-    /// its `creds`. Nothing is connected until the first operation (or
+    /// its `creds`, keeping its per-server state in `buffers` (which it
+    /// clears). Nothing is connected until the first operation (or
     /// [`connect`](Client::connect)).
+    ///
+    /// `Err(BufferTooSmall)` when `OUT` cannot hold a handshake command (a
+    /// `SCRIPT LOAD`, or `AUTH` with these credentials) or the largest
+    /// request.
     pub fn new(
         net: N,
         clock: C,
         rng: G,
         config: Config,
         creds: [Credentials<'a>; SERVERS],
+        buffers: &'a mut Buffers<SERVERS, IN, OUT>,
     ) -> Result<Self, Error> {
         Servers::new(SERVERS).map_err(|e| Error::ServerCount(e.0))?;
-        let mut client = Client {
-            net,
-            clock,
-            rng,
-            config,
-            options: Options::DEFAULT,
-            creds,
-            conns: core::array::from_fn(|_| Conn::new()),
-            parser: Parser::default(),
-        };
         // Every handshake command must fit the output buffer on its own.
         if OUT < REQUEST_OVERHEAD.saturating_add(2) {
             return Err(Error::BufferTooSmall {
@@ -185,7 +186,7 @@ where
             });
         }
         let info_required = config.restart_guard.is_some();
-        for (conn, creds) in client.conns.iter_mut().zip(client.creds.iter()) {
+        for (conn, creds) in buffers.conns.iter_mut().zip(creds.iter()) {
             for (k, step) in handshake::steps(plan(creds, info_required)).enumerate() {
                 if let Err(EncodeError::BufferTooSmall { needed }) =
                     encode_step(&mut conn.out, step, k, creds)
@@ -193,9 +194,18 @@ where
                     return Err(Error::BufferTooSmall { needed });
                 }
             }
-            conn.out.fill(0);
+            conn.clear();
         }
-        Ok(client)
+        Ok(Client {
+            net,
+            clock,
+            rng,
+            config,
+            options: Options::DEFAULT,
+            creds,
+            conns: &mut buffers.conns,
+            parser: Parser::default(),
+        })
     }
 
     /// Changes the connection settings.
@@ -366,15 +376,15 @@ where
 
     /// Drives `op` to its end: sends everything it has, then reads replies
     /// as they come and times out what is late.
-    fn run<O: Operation>(&mut self, op: O) -> Result<O::Output, Error> {
-        let mut slot = Slot { op, out: None };
-        let result = self.drive(&mut slot);
+    fn run<O: Operation>(&mut self, mut op: O) -> Result<O::Output, Error> {
+        let result = self.drive(&mut op);
         // Replies still owed to this operation are dropped when they come.
-        for conn in &mut self.conns {
+        for conn in self.conns.iter_mut() {
             conn.end_op();
         }
         result?;
-        slot.out.ok_or(Error::BufferTooSmall { needed: OUT })
+        // Taken only now, once: the outcome is not copied around the loop.
+        op.poll_outcome().ok_or(Error::NoOutcome)
     }
 
     /// The loop of [`run`](Client::run), not generic, so that its code
@@ -428,13 +438,13 @@ where
         if conn.state != State::Ready {
             // A release is delivered even to a server whose connection
             // broke: it waits behind the new connection's handshake.
-            if t.release && conn.refused.is_none() && conn.hold(bytes) {
+            if t.release && conn.refused.get().is_none() && conn.hold(bytes) {
                 if conn.state == State::Down {
                     self.start_connect(i, now, op);
                 }
                 return;
             }
-            match conn.refused {
+            match conn.refused.get() {
                 Some(why) => op.handle_setup_error(now, t.server, why),
                 None => op.handle_connection_error(now, t.server),
             }
@@ -621,7 +631,7 @@ where
                 // Every step passed: the server may be used.
                 conn.state = State::Ready;
                 conn.failures = 0;
-                conn.refused = None;
+                conn.refused = Refusal::None;
                 // A release held behind the handshake goes out now.
                 conn.release_held();
                 rl_log!(debug, "redlock: server {} ready", i);
@@ -678,7 +688,7 @@ where
             conn.retry_at = now;
         }
         if let Fail::Refused(e) = why {
-            conn.refused = Some(e);
+            conn.refused = Refusal::Some(e);
             rl_log!(warn, "redlock: server {} not used: {}", i, e);
         }
         conn.reset();
@@ -789,8 +799,8 @@ fn confirmed(released: Released) -> Result<Released, Error> {
     }
 }
 
-/// An operation with its outcome, behind a trait object so that the loop
-/// that drives operations is compiled once, not once per operation.
+/// An operation, behind a trait object so that the loop that drives
+/// operations is compiled once, not once per operation.
 trait Driven {
     fn poll_transmit(
         &mut self,
@@ -807,8 +817,7 @@ trait Driven {
     fn handle_setup_error(&mut self, now: Instant, server: ServerId, error: SetupError);
     fn handle_timeout(&mut self, now: Instant);
     fn poll_timeout(&self) -> Option<Instant>;
-    /// Takes the outcome once it is out; `true` when it is and nothing is
-    /// left to send.
+    /// `true` when the outcome is out and nothing is left to send.
     fn done(&mut self) -> bool;
 }
 
@@ -834,18 +843,13 @@ impl Driven for Idle {
     }
 }
 
-struct Slot<O: Operation> {
-    op: O,
-    out: Option<O::Output>,
-}
-
-impl<O: Operation> Driven for Slot<O> {
+impl<O: Operation> Driven for O {
     fn poll_transmit(
         &mut self,
         now: Instant,
         buf: &mut [u8],
     ) -> Result<Option<Transmit>, EncodeError> {
-        self.op.poll_transmit(now, buf)
+        Operation::poll_transmit(self, now, buf)
     }
     fn handle_reply(
         &mut self,
@@ -853,24 +857,21 @@ impl<O: Operation> Driven for Slot<O> {
         server: ServerId,
         reply: Reply<'_>,
     ) -> Result<(), Unsolicited> {
-        self.op.handle_reply(now, server, reply)
+        Operation::handle_reply(self, now, server, reply)
     }
     fn handle_connection_error(&mut self, now: Instant, server: ServerId) {
-        self.op.handle_connection_error(now, server);
+        Operation::handle_connection_error(self, now, server);
     }
     fn handle_setup_error(&mut self, now: Instant, server: ServerId, error: SetupError) {
-        self.op.handle_setup_error(now, server, error);
+        Operation::handle_setup_error(self, now, server, error);
     }
     fn handle_timeout(&mut self, now: Instant) {
-        self.op.handle_timeout(now);
+        Operation::handle_timeout(self, now);
     }
     fn poll_timeout(&self) -> Option<Instant> {
-        self.op.poll_timeout()
+        Operation::poll_timeout(self)
     }
     fn done(&mut self) -> bool {
-        if self.out.is_none() {
-            self.out = self.op.poll_outcome();
-        }
-        self.out.is_some() && self.op.is_finished()
+        Operation::is_finished(self)
     }
 }

@@ -41,6 +41,26 @@ pub(crate) enum Expect {
     Stale,
 }
 
+/// `Option<SetupError>` whose `None` is all zero bits, so that fresh
+/// [`Buffers`] are zero: a static of them goes to `.bss` and needs no code
+/// or flash to set up (an `Option` would put `None` in a niche, making the
+/// whole initial value a template in flash).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C, u8)]
+pub(crate) enum Refusal {
+    None,
+    Some(SetupError),
+}
+
+impl Refusal {
+    pub(crate) fn get(self) -> Option<SetupError> {
+        match self {
+            Refusal::None => None,
+            Refusal::Some(e) => Some(e),
+        }
+    }
+}
+
 /// Why a connection is being closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Fail {
@@ -74,7 +94,7 @@ pub(crate) struct Conn<const IN: usize, const OUT: usize> {
     pub(crate) failures: u32,
     /// Why the last handshake was refused, shown in reports until the
     /// server is used again.
-    pub(crate) refused: Option<SetupError>,
+    pub(crate) refused: Refusal,
     /// When the server's current process started (client clock), from the
     /// handshake's `INFO`.
     pub(crate) incarnation: Option<Instant>,
@@ -83,7 +103,7 @@ pub(crate) struct Conn<const IN: usize, const OUT: usize> {
 }
 
 impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
-    pub(crate) fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         Conn {
             state: State::Down,
             inbuf: [0; IN],
@@ -99,10 +119,19 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
             deadline: Instant::ZERO,
             retry_at: Instant::ZERO,
             failures: 0,
-            refused: None,
+            refused: Refusal::None,
             incarnation: None,
             run_id: Vec::new(),
         }
+    }
+
+    /// Forgets everything, history included (a new client).
+    pub(crate) fn clear(&mut self) {
+        self.reset();
+        self.retry_at = Instant::ZERO;
+        self.failures = 0;
+        self.refused = Refusal::None;
+        self.run_id.clear();
     }
 
     /// Forgets everything of the current connection (not its history:
@@ -305,5 +334,46 @@ pub(crate) fn encode_step(
             encode::script_load(buf, source.as_bytes())
         }
         _ => encode::info(buf, Some(b"server")),
+    }
+}
+
+/// The per-server state of a [`Client`](crate::Client): its reply (`IN`)
+/// and request (`OUT`) buffers and its connection's state, for `SERVERS`
+/// servers.
+///
+/// Kept by the caller, so that the large part of a client lives where the
+/// caller wants it (a static, made at compile time by the `const fn`
+/// [`Buffers::new`]) and is never copied: the [`Client`](crate::Client)
+/// itself is a few hundred bytes.
+pub struct Buffers<const SERVERS: usize, const IN: usize = 1024, const OUT: usize = 640> {
+    pub(crate) conns: [Conn<IN, OUT>; SERVERS],
+}
+
+impl<const SERVERS: usize, const IN: usize, const OUT: usize> Buffers<SERVERS, IN, OUT> {
+    /// Empty buffers (`const`: a static needs no code to set them up).
+    pub const fn new() -> Self {
+        Buffers {
+            conns: [const { Conn::new() }; SERVERS],
+        }
+    }
+}
+
+impl<const SERVERS: usize, const IN: usize, const OUT: usize> Default
+    for Buffers<SERVERS, IN, OUT>
+{
+    fn default() -> Self {
+        Buffers::new()
+    }
+}
+
+impl<const SERVERS: usize, const IN: usize, const OUT: usize> core::fmt::Debug
+    for Buffers<SERVERS, IN, OUT>
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Buffers")
+            .field("servers", &SERVERS)
+            .field("in", &IN)
+            .field("out", &OUT)
+            .finish()
     }
 }

@@ -40,6 +40,9 @@ pub enum Error {
         /// The smallest `OUT` that works.
         needed: usize,
     },
+    /// An operation ended without an outcome: a bug (of this crate or the
+    /// core), reported rather than hidden.
+    NoOutcome,
     /// The client was made with 0 or more than
     /// [`MAX_SERVERS`](redlock_core::MAX_SERVERS) servers.
     ServerCount(usize),
@@ -87,6 +90,7 @@ impl core::fmt::Display for Error {
                 return write!(f, "output buffer too small: at least {needed} bytes needed");
             }
             Error::ServerCount(n) => return write!(f, "{}", redlock_core::ServerCountError(*n)),
+            Error::NoOutcome => "the operation ended without an outcome (a bug)",
         };
         f.write_str(why)?;
         if let Some(report) = self.report() {

@@ -12,6 +12,7 @@ mod error;
 mod net;
 
 pub use client::{Client, Lock, Options};
+pub use conn::Buffers;
 pub use error::Error;
 pub use net::{Clock, Credentials, Link, Network};
 pub use redlock_core;

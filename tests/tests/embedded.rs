@@ -16,7 +16,7 @@ use std::thread;
 use redlock_core::handshake::{SetupError, Step};
 use redlock_core::redlock_resp::{ErrorKind, Status, parse_reply};
 use redlock_embedded::{
-    Client, Config, Credentials, Duration, Error, Lock, Options, ServerId, ServerOutcome,
+    Buffers, Client, Config, Credentials, Duration, Error, Lock, Options, ServerId, ServerOutcome,
 };
 use redlock_tests::embedded::{OsRng, StdClock, StdNet};
 use redlock_tests::fake::{CASES, Fake, unsolicited};
@@ -39,12 +39,25 @@ fn with_creds<const N: usize>(
     config: Config,
     creds: [Credentials<'static>; N],
 ) -> Embedded<N> {
-    let mut c = Client::new(StdNet::new(&addrs), StdClock, OsRng, config, creds).unwrap();
+    let mut c = Client::new(
+        StdNet::new(&addrs),
+        StdClock,
+        OsRng,
+        config,
+        creds,
+        buffers(),
+    )
+    .unwrap();
     c.set_options(Options {
         connect_timeout: Duration::from_millis(300),
         ..Options::DEFAULT
     });
     c
+}
+
+/// A client's buffers, for the rest of the test process.
+fn buffers<const N: usize>() -> &'static mut Buffers<N> {
+    Box::leak(Box::default())
 }
 
 fn addrs<const N: usize>(servers: &[RedisServer]) -> [SocketAddr; N] {
@@ -510,15 +523,23 @@ fn bad_arguments_are_errors() {
         c.unlock_token(b"emb-args", &[b't'; 65]),
         Err(Error::Argument(_))
     ));
-    let built = Client::<_, _, _, 1, 1024, 64>::new(
+    let built = Client::new(
         StdNet::new(&addrs::<1>(&servers)),
         StdClock,
         OsRng,
         Config::DEFAULT,
         [Credentials::NONE],
+        Box::leak(Box::new(Buffers::<1, 1024, 64>::new())),
     );
     assert!(matches!(built, Err(Error::BufferTooSmall { .. })));
-    let none = Client::<_, _, _, 0>::new(StdNet::new(&[]), StdClock, OsRng, Config::DEFAULT, []);
+    let none = Client::new(
+        StdNet::new(&[]),
+        StdClock,
+        OsRng,
+        Config::DEFAULT,
+        [],
+        buffers::<0>(),
+    );
     assert!(matches!(none, Err(Error::ServerCount(0))));
 }
 
@@ -557,6 +578,16 @@ fn a_long_resource_survives_a_script_flush() {
     let released = c.unlock(&lock).unwrap();
     assert!(released.deleted() >= 2, "{released:?}");
     assert!(servers.iter().all(|s| get(s, &resource) == Value::Nil));
+    // The fence repair's script is always sent with EVAL.
+    let floor = lock.fence().unwrap() + 10;
+    let repaired = c.fence_repair(&resource, floor).unwrap();
+    assert!(repaired.counter >= floor, "{repaired:?}");
+    // One byte more is refused before anything is sent.
+    let longer = vec![b'r'; c.max_resource_len() + 1];
+    assert!(matches!(
+        c.lock(&longer, TTL),
+        Err(Error::ResourceTooLong { .. })
+    ));
 }
 
 #[test]

@@ -11,7 +11,7 @@ use crate::report::{Report, ServerId, ServerOutcome, Servers};
 use crate::round::{
     Disposition, Engine, Request, Subject, Transmit, Unsolicited, outcome_of_flag, outcome_of_other,
 };
-use crate::time::{Duration, Instant};
+use crate::time::{Duration, Instant, div_rem};
 use crate::token::{TOKEN_LEN, Token};
 
 /// The fence counter value of a server that has no counter.
@@ -177,7 +177,7 @@ impl<R: AsRef<[u8]>> Acquire<R> {
         z ^= z >> 31;
         let span = self.config.retry.jitter.as_micros();
         // `span + 1` wraps to 0 for the whole range: then any value will do.
-        Duration::from_micros(z.checked_rem(span.wrapping_add(1)).unwrap_or(z))
+        Duration::from_micros(div_rem(z, span.wrapping_add(1)).map_or(z, |(_, r)| r))
     }
 
     /// Looks at the counts and moves on if the outcome is certain.

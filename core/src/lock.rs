@@ -1,7 +1,7 @@
 //! A held lock, and the errors shared by the operations.
 
 use crate::report::Report;
-use crate::time::{Duration, Instant};
+use crate::time::{Duration, Instant, div_rem};
 use crate::token::Token;
 
 /// A lock acquired on a majority of the servers.
@@ -115,8 +115,10 @@ impl Lock {
     /// margin (two request timeouts, or a tenth of the validity, whichever
     /// is larger), the lock is lost: the holder must have stopped by then.
     pub fn renewal(&self, request_timeout: Duration) -> Renewal {
-        let third = Duration::from_micros(self.validity.as_micros() / 3);
-        let tenth = Duration::from_micros(self.validity.as_micros() / 10);
+        // No 64-bit division operator: a large library call on MCUs.
+        let part =
+            |k| Duration::from_micros(div_rem(self.validity.as_micros(), k).map_or(0, |(q, _)| q));
+        let (third, tenth) = (part(3), part(10));
         let margin = request_timeout.saturating_add(request_timeout).max(tenth);
         let give_up_at = self.valid_until.saturating_sub(margin);
         // A validity too short for both: still one request's time to try

@@ -42,7 +42,10 @@ impl Duration {
 
     /// Whole milliseconds, rounded down.
     pub const fn as_millis(self) -> u64 {
-        self.micros / 1_000
+        match div_rem(self.micros, 1_000) {
+            Some((ms, _)) => ms,
+            None => 0, // not reached: the divisor is not zero
+        }
     }
 
     /// `self + rhs`, or `None` on overflow.
@@ -76,15 +79,12 @@ impl Duration {
     }
 
     /// `self * num / den`, rounded up, without overflow (saturating at
-    /// [`Duration::MAX`]); a zero `den` gives [`Duration::MAX`]. Only `u64`
-    /// arithmetic: 128-bit division is a large library call on MCUs.
+    /// [`Duration::MAX`]); a zero `den` gives [`Duration::MAX`]. No 128-bit
+    /// arithmetic, and no 64-bit division either: both are large library
+    /// calls on MCUs.
     pub const fn mul_ratio_ceil(self, num: u32, den: u32) -> Duration {
-        if den == 0 {
-            return Duration::MAX;
-        }
         let (num, den) = (num as u64, den as u64);
-        let (Some(q), Some(r)) = (self.micros.checked_div(den), self.micros.checked_rem(den))
-        else {
+        let Some((q, r)) = div_rem(self.micros, den) else {
             return Duration::MAX;
         };
         // q * num + ceil(r * num / den); r < den <= u32::MAX, so r * num fits.
@@ -92,8 +92,13 @@ impl Duration {
             Some(w) => w,
             None => return Duration::MAX,
         };
+        let part = match div_rem(r.saturating_mul(num), den) {
+            Some((p, 0)) => p,
+            Some((p, _)) => p.saturating_add(1),
+            None => return Duration::MAX, // not reached: `den` is not zero
+        };
         Duration {
-            micros: whole.saturating_add(r.saturating_mul(num).div_ceil(den)),
+            micros: whole.saturating_add(part),
         }
     }
 
@@ -130,6 +135,43 @@ impl fmt::Display for Duration {
             write!(f, "{ms}.{us:03}ms")
         }
     }
+}
+
+/// `n / d` and `n % d`, or `None` when `d` is zero.
+///
+/// A 64-bit division is a library call of almost 1 KiB on 32-bit MCUs
+/// (`compiler_builtins`' `u64_div_rem`); this binary long division is a few
+/// dozen bytes, and the core divides rarely (per operation, not per byte).
+/// Exact: after each step `r < d` and `quotient * d + r` equals the bits of
+/// `n` shifted in so far, so the end result is the quotient and the remainder.
+/// When `r` has its top bit set, `2r + bit` exceeds `u64` but also `d`: the
+/// subtraction is made, modulo 2^64, and its true result `< d` fits.
+pub(crate) const fn div_rem(n: u64, d: u64) -> Option<(u64, u64)> {
+    if d == 0 {
+        return None;
+    }
+    if n <= u32::MAX as u64 && d <= u32::MAX as u64 {
+        // A single instruction on most 32-bit MCUs (`d` is not zero).
+        let (n, d) = (n as u32, d as u32);
+        if let (Some(q), Some(r)) = (n.checked_div(d), n.checked_rem(d)) {
+            return Some((q as u64, r as u64));
+        }
+    }
+    // The bits of `n` leave `q` at the top and enter `r`; the bits of the
+    // quotient enter `q` at the bottom.
+    let (mut q, mut r) = (n, 0u64);
+    let mut step = 0;
+    while step < u64::BITS {
+        step = step.wrapping_add(1);
+        let carry = r >> 63;
+        r = (r << 1) | (q >> 63);
+        q <<= 1;
+        if carry != 0 || r >= d {
+            r = r.wrapping_sub(d);
+            q |= 1;
+        }
+    }
+    Some((q, r))
 }
 
 /// A point on the platform's monotonic clock, in microseconds from an
@@ -179,6 +221,63 @@ impl Instant {
     pub const fn saturating_sub(self, d: Duration) -> Instant {
         Instant {
             micros: self.micros.saturating_sub(d.as_micros()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::arithmetic_side_effects, clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn div_rem_is_the_division_operator() {
+        let edges = [
+            0u64,
+            1,
+            2,
+            3,
+            9,
+            10,
+            999,
+            1_000,
+            1_001,
+            u64::from(u32::MAX) - 1,
+            u64::from(u32::MAX),
+            u64::from(u32::MAX) + 1,
+            1 << 63,
+            (1 << 63) + 1,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        let mut values = heapless::Vec::<u64, 2_100>::new();
+        values.extend_from_slice(&edges).unwrap();
+        let mut x = 7u64;
+        for i in 0..2_000u32 {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            // Every magnitude, not only huge values.
+            values.push(x >> (i % 64)).unwrap();
+        }
+        for &n in &values {
+            for &d in values.iter().step_by(37).chain(&edges) {
+                let want = (d != 0).then(|| (n / d, n % d));
+                assert_eq!(div_rem(n, d), want, "{n} / {d}");
+            }
+        }
+    }
+
+    #[test]
+    fn whole_milliseconds_round_down() {
+        for (micros, ms) in [
+            (0, 0),
+            (999, 0),
+            (1_000, 1),
+            (u64::from(u32::MAX), 4_294_967),
+            (u64::MAX, u64::MAX / 1_000),
+        ] {
+            assert_eq!(Duration::from_micros(micros).as_millis(), ms);
         }
     }
 }

@@ -84,44 +84,38 @@ impl From<i64> for Arg<'_> {
     }
 }
 
-/// Decimal digits of an integer, formatted without `core::fmt`.
-struct Decimal {
-    buf: [u8; 20],
-    start: usize,
+/// `n / 10` and `n % 10` with 32-bit divisions only: a 64-bit division is a
+/// library call of almost 1 KiB on 32-bit MCUs. Long division in base 2^16
+/// after the top 32 bits: each partial dividend is `r * 2^16 + d` with
+/// `r < 10`, so it fits in `u32`, and so does each partial quotient in 16
+/// bits (a `u32` division by 10 is a multiplication).
+fn div10(n: u64) -> (u64, u8) {
+    let (hi, lo) = ((n >> 32) as u32, n as u32);
+    let mid = ((hi % 10) << 16) | (lo >> 16);
+    let low = ((mid % 10) << 16) | (lo & 0xffff);
+    let q = (u64::from(hi / 10) << 32) | u64::from(((mid / 10) << 16) | (low / 10));
+    (q, (low % 10) as u8)
 }
 
-impl Decimal {
-    fn new(mut n: u64) -> Self {
-        let mut buf = [0u8; 20];
-        let mut start = buf.len();
-        // u32 arithmetic when it fits: 64-bit division is a library call on
-        // 32-bit MCUs.
-        if let Ok(mut small) = u32::try_from(n) {
-            loop {
-                start = start.saturating_sub(1);
-                if let Some(d) = buf.get_mut(start) {
-                    *d = b'0'.wrapping_add((small % 10) as u8);
-                }
-                small /= 10;
-                if small == 0 {
-                    break;
-                }
-            }
-            return Decimal { buf, start };
-        }
-        while n != 0 {
-            start = start.saturating_sub(1);
-            if let Some(d) = buf.get_mut(start) {
-                *d = b'0'.wrapping_add((n % 10) as u8);
-            }
-            n /= 10;
-        }
-        Decimal { buf, start }
-    }
+/// Length of the longest decimal `u64`.
+const DIGITS: usize = 20;
 
-    fn digits(&self) -> &[u8] {
-        self.buf.get(self.start..).unwrap_or_default()
+/// The decimal digits of `n`, formatted without `core::fmt` at the end of
+/// `buf`.
+fn decimal(mut n: u64, buf: &mut [u8; DIGITS]) -> &[u8] {
+    let mut start = buf.len();
+    loop {
+        let (q, digit) = div10(n);
+        start = start.saturating_sub(1);
+        if let Some(d) = buf.get_mut(start) {
+            *d = b'0'.wrapping_add(digit);
+        }
+        n = q;
+        if n == 0 {
+            break;
+        }
     }
+    buf.get(start..).unwrap_or_default()
 }
 
 /// A command being written: declare the argument count, add the arguments,
@@ -167,7 +161,7 @@ impl<'b> Command<'b> {
 
     fn header(&mut self, ty: u8, n: usize) {
         self.put(&[ty]);
-        self.put(Decimal::new(n as u64).digits());
+        self.put(decimal(n as u64, &mut [0; DIGITS]));
         self.put(b"\r\n");
     }
 
@@ -195,7 +189,7 @@ impl<'b> Command<'b> {
 
     /// Adds one unsigned integer argument, sent as decimal text.
     pub fn arg_uint(&mut self, n: u64) -> &mut Self {
-        self.arg(Decimal::new(n).digits())
+        self.arg(decimal(n, &mut [0; DIGITS]))
     }
 
     /// Adds one signed integer argument, sent as decimal text.
@@ -203,8 +197,8 @@ impl<'b> Command<'b> {
         if n >= 0 {
             return self.arg_uint(n.unsigned_abs());
         }
-        let digits = Decimal::new(n.unsigned_abs());
-        let digits = digits.digits();
+        let mut buf = [0; DIGITS];
+        let digits = decimal(n.unsigned_abs(), &mut buf);
         self.header(b'$', digits.len().saturating_add(1));
         self.put(b"-");
         self.put(digits);
@@ -423,7 +417,8 @@ mod tests {
             (4_294_967_296, "4294967296"),
             (u64::MAX, "18446744073709551615"),
         ] {
-            assert_eq!(Decimal::new(n).digits(), s.as_bytes());
+            assert_eq!(decimal(n, &mut [0; DIGITS]), s.as_bytes());
+            assert_eq!(div10(n), (n / 10, (n % 10) as u8));
         }
     }
 

@@ -395,7 +395,7 @@ where
             let now = self.clock.now();
             // Connections lost during the operation come back in the
             // background, for its later requests.
-            let connecting = self.maintain(now, &mut *op);
+            let (connecting, _) = self.maintain(now, &mut *op);
             // A2: everything that can be sent is written before reading.
             while let Some(t) = op.poll_transmit(now, &mut buf).map_err(|e| match e {
                 EncodeError::BufferTooSmall { needed } => Error::BufferTooSmall { needed },
@@ -703,11 +703,14 @@ where
 
     /// Before an operation: (re)connects the servers that are down and past
     /// their backoff, and waits until each is through its handshake or has
-    /// failed (the connect timeout bounds it).
+    /// failed (the connect timeout bounds it). A server whose last attempt
+    /// failed is not waited for: it keeps connecting in the background, so
+    /// that a server that never answers costs one connect timeout, not one
+    /// per operation.
     fn prepare(&mut self) {
         loop {
             let now = self.clock.now();
-            let waiting = self.maintain(now, &mut Idle);
+            let (_, waiting) = self.maintain(now, &mut Idle);
             let progressed = self.receive(&mut Idle);
             match waiting {
                 None => return,
@@ -732,10 +735,17 @@ where
     /// past its backoff starts connecting, a connect that finished starts
     /// its handshake, the handshake is written as far as the buffer and
     /// the socket take, and a connection past its deadline fails. Returns
-    /// the earliest deadline of a connection still being set up.
-    fn maintain(&mut self, now: Instant, op: &mut dyn Driven) -> Option<Instant> {
+    /// the earliest deadline of a connection still being set up, and of one
+    /// on its first attempt since it last worked.
+    fn maintain(
+        &mut self,
+        now: Instant,
+        op: &mut dyn Driven,
+    ) -> (Option<Instant>, Option<Instant>) {
         let info_required = self.config.restart_guard.is_some();
+        let earliest = |w: Option<Instant>, t: Instant| Some(w.map_or(t, |w: Instant| w.min(t)));
         let mut waiting: Option<Instant> = None;
+        let mut fresh: Option<Instant> = None;
         for i in 0..SERVERS {
             let link = self.net.link(i);
             let creds = self.creds_of(i);
@@ -777,11 +787,14 @@ where
             }
             if let Some(conn) = self.conns.get(i) {
                 if matches!(conn.state, State::Connecting | State::Handshake) {
-                    waiting = Some(waiting.map_or(conn.deadline, |w| w.min(conn.deadline)));
+                    waiting = earliest(waiting, conn.deadline);
+                    if conn.failures == 0 {
+                        fresh = earliest(fresh, conn.deadline);
+                    }
                 }
             }
         }
-        waiting
+        (waiting, fresh)
     }
 }
 

@@ -12,7 +12,7 @@ use redlock_core::{
 
 use heapless::Vec;
 
-use crate::conn::{Buffers, Conn, Expect, Fail, RUN_ID_LEN, Refusal, State, encode_step, plan};
+use crate::conn::{Buffers, Conn, Expect, Fail, RUN_ID_LEN, Refusal, State, plan};
 use crate::error::Error;
 use crate::net::{Clock, Credentials, Link, Network};
 
@@ -100,6 +100,28 @@ const fn max_script_source() -> usize {
     max
 }
 
+/// The encoded size of a command whose arguments have these lengths
+/// (`None`: absent).
+fn command_len(args: &[Option<usize>]) -> usize {
+    let digits = |mut n: usize| {
+        let mut d = 1usize;
+        while n >= 10 {
+            n /= 10;
+            d = d.saturating_add(1);
+        }
+        d
+    };
+    let mut count = 0usize;
+    let mut len = 0usize;
+    for arg in args.iter().flatten() {
+        count = count.saturating_add(1);
+        // `$<len>\r\n<bytes>\r\n`
+        len = len.saturating_add(digits(*arg).saturating_add(5).saturating_add(*arg));
+    }
+    // `*<count>\r\n`
+    len.saturating_add(digits(count).saturating_add(3))
+}
+
 /// Reads of one socket per pass of the loop, so that a server that floods
 /// cannot keep the others and the timeouts waiting.
 const READS_PER_PASS: usize = 4;
@@ -185,14 +207,14 @@ where
                 needed: REQUEST_OVERHEAD.saturating_add(2),
             });
         }
-        let info_required = config.restart_guard.is_some();
         for (conn, creds) in buffers.conns.iter_mut().zip(creds.iter()) {
-            for (k, step) in handshake::steps(plan(creds, info_required)).enumerate() {
-                if let Err(EncodeError::BufferTooSmall { needed }) =
-                    encode_step(&mut conn.out, step, k, creds)
-                {
-                    return Err(Error::BufferTooSmall { needed });
-                }
+            // AUTH is the only handshake command whose size depends on the
+            // caller; the others are under the request overhead.
+            let password = creds.password.map_or(0, <[u8]>::len);
+            let user = creds.user.map(<[u8]>::len);
+            let needed = command_len(&[Some(4), user, Some(password)]);
+            if creds.password.is_some() && needed > OUT {
+                return Err(Error::BufferTooSmall { needed });
             }
             conn.clear();
         }
@@ -886,5 +908,49 @@ impl<O: Operation> Driven for O {
     }
     fn done(&mut self) -> bool {
         Operation::is_finished(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::indexing_slicing)]
+    use super::*;
+    use crate::conn::encode_step;
+    use redlock_core::handshake::Step;
+
+    #[test]
+    fn command_len_is_the_encoded_size() {
+        let mut buf = [0u8; 2048];
+        for (user, password) in [
+            (None, &b"p"[..]),
+            (Some(&b"default"[..]), &b"hunter2"[..]),
+            (None, &[b'x'; 9][..]),
+            (None, &[b'x'; 10][..]),
+            (Some(&[b'u'; 100][..]), &[b'x'; 999][..]),
+            (None, &[b'x'; 1000][..]),
+        ] {
+            let creds = Credentials {
+                user,
+                password: Some(password),
+                db: 0,
+            };
+            let n = encode_step(&mut buf, Step::Auth, 0, &creds).unwrap();
+            let len = command_len(&[Some(4), user.map(<[u8]>::len), Some(password.len())]);
+            assert_eq!(len, n, "{user:?} {}", password.len());
+        }
+    }
+
+    #[test]
+    fn every_other_handshake_command_fits_the_smallest_out() {
+        let mut buf = [0u8; REQUEST_OVERHEAD + 2];
+        let creds = Credentials {
+            user: None,
+            password: None,
+            db: u32::MAX,
+        };
+        let plan = plan(&creds, true);
+        for (k, step) in handshake::steps(plan).enumerate() {
+            assert!(encode_step(&mut buf, step, k, &creds).is_ok(), "{step:?}");
+        }
     }
 }

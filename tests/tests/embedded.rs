@@ -532,6 +532,22 @@ fn bad_arguments_are_errors() {
         Box::leak(Box::new(Buffers::<1, 1024, 64>::new())),
     );
     assert!(matches!(built, Err(Error::BufferTooSmall { .. })));
+    let long = Credentials {
+        password: Some(&[b'p'; 700]),
+        ..Credentials::NONE
+    };
+    let built = Client::new(
+        StdNet::new(&addrs::<1>(&servers)),
+        StdClock,
+        OsRng,
+        Config::DEFAULT,
+        [long],
+        buffers::<1>(),
+    );
+    assert!(
+        matches!(built, Err(Error::BufferTooSmall { needed: 722 })),
+        "{built:?}"
+    );
     let none = Client::new(
         StdNet::new(&[]),
         StdClock,

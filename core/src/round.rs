@@ -8,7 +8,7 @@
 
 use heapless::Deque;
 use redlock_resp::script::{self, Script};
-use redlock_resp::{Arg, Command, EncodeError, ErrorKind, Reply};
+use redlock_resp::{Command, EncodeError, ErrorKind, Reply};
 
 use crate::report::{MAX_SERVERS, Report, ServerId, ServerOutcome};
 use crate::time::{Duration, Instant};
@@ -102,39 +102,62 @@ fn encode(
     if s.bare_del_release && request == Request::Release {
         return redlock_resp::command(buf, &[b"DEL", s.resource]);
     }
-    let Some(script) = request.script() else {
-        return redlock_resp::encode::set_nx_px(buf, s.resource, s.token, s.ttl_ms);
+    // Every request is `name body [numkeys] [resource] [fence key] [token]
+    // [NX PX] [number]`: one copy of the encoding code for all of them.
+    // (the name and body, the resource key, the fence key, the token, the number)
+    let ((name, body), key, fence_key, token, number) = match request.script() {
+        // R1: `SET resource token NX PX ttl`.
+        None => (
+            (&b"SET"[..], s.resource),
+            false,
+            false,
+            true,
+            Some(s.ttl_ms),
+        ),
+        Some(script) => {
+            // FENCE_RAISE is never loaded: always EVAL.
+            let call = if eval || matches!(request, Request::FenceRaise(_)) {
+                (&b"EVAL"[..], script.source.as_bytes())
+            } else {
+                (&b"EVALSHA"[..], script.sha1.as_bytes())
+            };
+            match request {
+                Request::FencedSet => (call, true, true, true, Some(s.ttl_ms)),
+                Request::FenceWrite(t) => (call, true, true, true, Some(t)),
+                Request::Extend(ms) => (call, true, false, true, Some(ms)),
+                Request::Release => (call, true, false, true, None),
+                // The counter key is the only key.
+                Request::FenceRaise(floor) => (call, false, true, false, Some(floor)),
+                Request::Inspect | Request::Set => (call, true, false, false, None),
+            }
+        }
     };
-    if let Request::FenceRaise(floor) = request {
-        // The counter key is the only key.
-        let mut cmd = Command::new(buf, 5);
-        cmd.arg(b"EVAL").arg(script.source.as_bytes()).arg_uint(1);
-        cmd.arg_parts(&[s.resource, FENCE_SUFFIX]).arg_uint(floor);
-        return cmd.finish();
-    }
-    let (fenced, args): (bool, [Option<Arg<'_>>; 2]) = match request {
-        Request::FencedSet => (true, [Some(Arg::Bytes(s.token)), Some(Arg::Uint(s.ttl_ms))]),
-        Request::FenceWrite(t) => (true, [Some(Arg::Bytes(s.token)), Some(Arg::Uint(t))]),
-        Request::Extend(ms) => (false, [Some(Arg::Bytes(s.token)), Some(Arg::Uint(ms))]),
-        Request::Release => (false, [Some(Arg::Bytes(s.token)), None]),
-        Request::Inspect | Request::Set | Request::FenceRaise(_) => (false, [None, None]),
-    };
-    let keys = if fenced { 2 } else { 1 };
-    let argc = 3usize
+    let set = request == Request::Set;
+    let keys = usize::from(key).saturating_add(usize::from(fence_key));
+    let argc = 2usize
+        .saturating_add(if set { 2 } else { 1 })
         .saturating_add(keys)
-        .saturating_add(args.iter().flatten().count());
+        .saturating_add(usize::from(token))
+        .saturating_add(usize::from(number.is_some()));
     let mut cmd = Command::new(buf, argc);
-    if eval {
-        cmd.arg(b"EVAL").arg(script.source.as_bytes());
-    } else {
-        cmd.arg(b"EVALSHA").arg(script.sha1.as_bytes());
+    cmd.arg(name).arg(body);
+    if !set {
+        cmd.arg_uint(keys as u64);
     }
-    cmd.arg_uint(keys as u64).arg(s.resource);
-    if fenced {
+    if key {
+        cmd.arg(s.resource);
+    }
+    if fence_key {
         cmd.arg_parts(&[s.resource, FENCE_SUFFIX]);
     }
-    for a in args.into_iter().flatten() {
-        cmd.push(a);
+    if token {
+        cmd.arg(s.token);
+    }
+    if set {
+        cmd.arg(b"NX").arg(b"PX");
+    }
+    if let Some(n) = number {
+        cmd.arg_uint(n);
     }
     cmd.finish()
 }

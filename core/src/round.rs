@@ -69,6 +69,10 @@ pub(crate) enum Request {
 }
 
 impl Request {
+    // Inlined where a round starts, with the request known there: a
+    // script that no operation in the program sends is not linked (an MCU
+    // firmware without fence repair has no FENCE_RAISE).
+    #[inline(always)]
     fn script(self) -> Option<&'static Script> {
         match self {
             Request::Set => None,
@@ -94,6 +98,7 @@ pub(crate) struct Subject<'a> {
 
 fn encode(
     request: Request,
+    script: Option<&'static Script>,
     eval: bool,
     s: &Subject<'_>,
     buf: &mut [u8],
@@ -105,7 +110,7 @@ fn encode(
     // Every request is `name body [numkeys] [resource] [fence key] [token]
     // [NX PX] [number]`: one copy of the encoding code for all of them.
     // (the name and body, the resource key, the fence key, the token, the number)
-    let ((name, body), key, fence_key, token, number) = match request.script() {
+    let ((name, body), key, fence_key, token, number) = match script {
         // R1: `SET resource token NX PX ttl`.
         None => (
             (&b"SET"[..], s.resource),
@@ -205,6 +210,8 @@ pub(crate) struct Engine {
     slots: [Slot; MAX_SERVERS],
     round: u32,
     request: Request,
+    /// The script of `request`.
+    script: Option<&'static Script>,
     timeout: Duration,
     /// The current round is sent as `EVAL` and may use the release room.
     force_eval: bool,
@@ -217,6 +224,7 @@ impl Engine {
             slots: [Slot::NEW; MAX_SERVERS],
             round: 0,
             request: Request::Set,
+            script: None,
             timeout,
             force_eval: false,
         }
@@ -232,16 +240,16 @@ impl Engine {
 
     /// A2: a new round: every server gets `request` (its deadline starts
     /// when it is sent).
+    #[inline(always)]
     pub(crate) fn start_round(&mut self, request: Request) {
-        self.force_eval = false;
-        self.begin(request);
+        self.begin(request, request.script(), false);
     }
 
     /// A new round sent as `EVAL` (no `NOSCRIPT` round trip), whose requests
     /// may use the in-flight room kept for releases (A5 must not be skipped).
+    #[inline(always)]
     pub(crate) fn start_round_eval(&mut self, request: Request) {
-        self.force_eval = true;
-        self.begin(request);
+        self.begin(request, request.script(), true);
     }
 
     pub(crate) fn timeout(&self) -> Duration {
@@ -249,9 +257,11 @@ impl Engine {
     }
 
     /// Each request's deadline starts when it is sent (`poll_transmit`).
-    fn begin(&mut self, request: Request) {
+    fn begin(&mut self, request: Request, script: Option<&'static Script>, force_eval: bool) {
         self.round = self.round.wrapping_add(1);
         self.request = request;
+        self.script = script;
+        self.force_eval = force_eval;
         for slot in self.slots_mut() {
             slot.send = true;
             slot.outcome = ServerOutcome::Pending;
@@ -280,8 +290,13 @@ impl Engine {
         subject: &Subject<'_>,
         buf: &mut [u8],
     ) -> Result<Option<Transmit>, EncodeError> {
-        let (round, request, force, timeout) =
-            (self.round, self.request, self.force_eval, self.timeout);
+        let (round, request, script, force, timeout) = (
+            self.round,
+            self.request,
+            self.script,
+            self.force_eval,
+            self.timeout,
+        );
         for (i, slot) in self.slots_mut().iter_mut().enumerate() {
             if !slot.send {
                 continue;
@@ -302,7 +317,7 @@ impl Engine {
                 }
                 continue;
             }
-            let len = encode(request, slot.eval || force, subject, buf)?;
+            let len = encode(request, script, slot.eval || force, subject, buf)?;
             slot.send = false;
             slot.deadline = now.saturating_add(timeout);
             // Cannot fail: checked for room above.
@@ -324,7 +339,7 @@ impl Engine {
         if reply.is_push() {
             return Ok(Disposition::Ignored);
         }
-        let (round, request) = (self.round, self.request);
+        let (round, script) = (self.round, self.script);
         let slot = self
             .slots_mut()
             .get_mut(server.index())
@@ -335,7 +350,7 @@ impl Engine {
             return Ok(Disposition::Ignored);
         }
         if let Reply::Error(e) = reply {
-            if e.kind() == ErrorKind::NoScript && request.script().is_some() && !slot.eval {
+            if e.kind() == ErrorKind::NoScript && script.is_some() && !slot.eval {
                 // Scripts: EVALSHA first, EVAL on NOSCRIPT.
                 rl_log!(
                     debug,

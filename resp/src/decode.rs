@@ -243,7 +243,10 @@ impl<'a> Iterator for Elements<'a> {
         }
         // The body was validated when the aggregate was parsed, so this cannot
         // fail or be incomplete; if it ever did, the iteration just ends.
-        // Scalars (the common case) take the short way.
+        // Scalars (the common case) take the short way on hosted targets;
+        // on bare metal (`target_os = "none"`) `parse_with` does the same
+        // in less code.
+        #[cfg(not(target_os = "none"))]
         if let Ok(Status::Complete((Element::Scalar(reply), used))) =
             element(self.rest, 0, &Limits::TRUSTED)
         {

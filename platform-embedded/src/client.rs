@@ -400,13 +400,19 @@ where
     /// as they come and times out what is late.
     fn run<O: Operation>(&mut self, mut op: O) -> Result<O::Output, Error> {
         let result = self.drive(&mut op);
-        // Replies still owed to this operation are dropped when they come.
-        for conn in self.conns.iter_mut() {
-            conn.end_op();
-        }
+        self.end_op();
         result?;
         // Taken only now, once: the outcome is not copied around the loop.
         op.poll_outcome().ok_or(Error::NoOutcome)
+    }
+
+    /// Replies still owed to the operation that ended are dropped when they
+    /// come.
+    #[inline(never)]
+    fn end_op(&mut self) {
+        for conn in self.conns.iter_mut() {
+            conn.end_op();
+        }
     }
 
     /// The loop of [`run`](Client::run), not generic, so that its code

@@ -9,13 +9,11 @@ use crate::lock::{ArgumentError, FailureKind, Lock, normalize_ttl};
 use crate::operation::Operation;
 use crate::report::{Report, ServerId, ServerOutcome, Servers};
 use crate::round::{
-    Disposition, Engine, Request, Subject, Transmit, Unsolicited, outcome_of_flag, outcome_of_other,
+    Disposition, Engine, MISSING, Request, Subject, Tally, Transmit, Unsolicited, outcome_of_flag,
+    outcome_of_other,
 };
 use crate::time::{Duration, Instant, div_rem};
 use crate::token::{TOKEN_LEN, Token};
-
-/// The fence counter value of a server that has no counter.
-const MISSING: i64 = -1;
 
 /// A fence counter as stored: plain decimal digits within `i64`.
 fn parse_counter(text: &[u8]) -> Option<i64> {
@@ -182,12 +180,13 @@ impl<R: AsRef<[u8]>> Acquire<R> {
 
     /// Looks at the counts and moves on if the outcome is certain.
     fn decide(&mut self, now: Instant) {
-        let n = self.engine.len();
-        let quorum = self.config.quorum(n);
         match self.phase {
             Phase::Voting | Phase::Fencing(_) => {}
             Phase::Backoff(_) | Phase::Done => return,
         }
+        let t = self.engine.tally();
+        let n = t.servers;
+        let quorum = self.config.quorum(n);
         let mut fence_lost = false;
         let (reached, impossible) = if self.phase == Phase::Voting && self.config.fencing {
             // F1 repair. A server without a counter may have lost its data.
@@ -197,33 +196,25 @@ impl<R: AsRef<[u8]>> Acquire<R> {
             // and the fence write below repairs the server. "No counter
             // anywhere" (a new resource) is trusted only when every server
             // answered without one.
-            let e = &self.engine;
-            let read = e.count_answered_where(|c| c != MISSING);
-            let with_counter = e.count_ok_where(|c| c != MISSING);
-            let voted = e.count(ServerOutcome::Ok);
+            let read = t.answered_with_counter;
+            let voted = t.ok;
             let others_majority = (n.saturating_sub(1) / 2).saturating_add(1);
-            let new_resource = read == 0 && e.count_answered_where(|_| true) == n;
+            let new_resource = read == 0 && t.answered() == n;
             #[cfg(feature = "mutants")]
             let new_resource = new_resource || self.config.mutants.naive_fence;
             let counted = if read >= others_majority || new_resource {
                 voted
             } else {
-                with_counter
+                t.ok_with_counter
             };
-            let pending = e.pending();
-            let hopeless = pending == 0 || voted.saturating_add(pending) < quorum;
+            let hopeless = t.pending == 0 || voted.saturating_add(t.pending) < quorum;
             // C6: every server answered and a majority voted, yet too few
             // counters are known: the counters were lost, not the servers,
             // and waiting does not bring them back.
-            fence_lost =
-                voted >= quorum && counted < quorum && e.count_answered_where(|_| true) == n;
+            fence_lost = voted >= quorum && counted < quorum && t.answered() == n;
             (counted >= quorum, counted < quorum && hopeless)
         } else {
-            let ok = self.engine.count(ServerOutcome::Ok);
-            (
-                ok >= quorum,
-                self.engine.failed() > n.saturating_sub(quorum),
-            )
+            (t.ok >= quorum, t.failed() > n.saturating_sub(quorum))
         };
         if reached {
             // A3 + A4: a majority, and validity left after the elapsed time
@@ -235,11 +226,9 @@ impl<R: AsRef<[u8]>> Acquire<R> {
                 if self.config.fencing {
                     // F1: t = max(every counter read) + 1, written to all
                     // servers, conditional on the key still holding our token.
-                    let t = u64::try_from(self.engine.max_answered_value())
-                        .unwrap_or(0)
-                        .saturating_add(1);
-                    self.phase = Phase::Fencing(t);
-                    self.engine.start_round(Request::FenceWrite(t));
+                    let fence = u64::try_from(t.max_value).unwrap_or(0).saturating_add(1);
+                    self.phase = Phase::Fencing(fence);
+                    self.engine.start_round(Request::FenceWrite(fence));
                     return;
                 }
             }
@@ -265,31 +254,9 @@ impl<R: AsRef<[u8]>> Acquire<R> {
             let kind = if fence_lost {
                 FailureKind::FenceLost
             } else {
-                self.classify(quorum)
+                classify(&t, quorum)
             };
             self.fail(now, kind);
-        }
-    }
-
-    /// Conflict when another holder's key is what stood in the way: some
-    /// server answered "held", and the servers that failed (timed out,
-    /// connection lost, error) were too few to block a majority by
-    /// themselves. Otherwise unavailable.
-    fn classify(&self, quorum: usize) -> FailureKind {
-        let e = &self.engine;
-        let held = e
-            .count(ServerOutcome::Held)
-            .saturating_add(e.count(ServerOutcome::NotHeld));
-        let not_failed = e
-            .count(ServerOutcome::Ok)
-            .saturating_add(held)
-            .saturating_add(e.count(ServerOutcome::Restarted))
-            .saturating_add(e.count(ServerOutcome::RestartUnknown))
-            .saturating_add(e.count(ServerOutcome::Pending));
-        if held > 0 && not_failed >= quorum {
-            FailureKind::Conflict
-        } else {
-            FailureKind::Unavailable
         }
     }
 
@@ -297,12 +264,7 @@ impl<R: AsRef<[u8]>> Acquire<R> {
         let report = self.engine.report();
         // Servers that may hold our key: all but those that refused it
         // (held by another token) or were never asked (refused handshake).
-        let confirm = report
-            .iter()
-            .filter(|(_, o)| !matches!(o, ServerOutcome::Held | ServerOutcome::Setup(_)))
-            .fold(0u16, |m, (s, _)| {
-                m | 1u16.checked_shl(u32::from(s.0)).unwrap_or(0)
-            });
+        let confirm = self.engine.tally().may_hold;
         let elapsed = now.saturating_duration_since(self.attempt_start);
         // A5: release on all servers, including those that seemed to fail.
         // As EVAL: a NOSCRIPT answer could not be retried once the next
@@ -381,6 +343,19 @@ impl<R: AsRef<[u8]>> Acquire<R> {
             (Request::FenceWrite(_) | Request::Release, r) => (outcome_of_flag(r), 0),
             (_, r) => (outcome_of_other(r), 0),
         }
+    }
+}
+
+/// Conflict when another holder's key is what stood in the way: some
+/// server answered "held", and the servers that failed (timed out,
+/// connection lost, error) were too few to block a majority by
+/// themselves. Otherwise unavailable.
+fn classify(t: &Tally, quorum: usize) -> FailureKind {
+    let held = t.held.saturating_add(t.not_held);
+    if held > 0 && t.not_failed() >= quorum {
+        FailureKind::Conflict
+    } else {
+        FailureKind::Unavailable
     }
 }
 

@@ -89,15 +89,15 @@ impl<R: AsRef<[u8]>> Extend<R> {
         if self.outcome.is_some() {
             return;
         }
-        let n = self.engine.len();
-        let quorum = self.config.quorum(n);
+        let t = self.engine.tally();
+        let quorum = self.config.quorum(t.servers);
         let fail = |kind, engine: &Engine| {
             Some(Err(ExtendError {
                 kind,
                 report: engine.report(),
             }))
         };
-        if self.engine.count(ServerOutcome::Ok) >= quorum {
+        if t.ok >= quorum {
             // A8: only within the current validity, and the new validity
             // counts from the start of this round.
             self.outcome = match (
@@ -113,8 +113,8 @@ impl<R: AsRef<[u8]>> Extend<R> {
                 ))),
                 _ => fail(FailureKind::Expired, &self.engine),
             };
-        } else if self.engine.failed() > n.saturating_sub(quorum) {
-            let kind = if self.engine.count(ServerOutcome::NotHeld) > n.saturating_sub(quorum) {
+        } else if t.failed() > t.servers.saturating_sub(quorum) {
+            let kind = if t.not_held > t.servers.saturating_sub(quorum) {
                 FailureKind::Lost
             } else {
                 FailureKind::Unavailable

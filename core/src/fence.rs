@@ -157,8 +157,9 @@ impl<R: AsRef<[u8]>> Operation for FenceRepair<R> {
         self.outcome_taken = true;
         let report = self.engine.report();
         // A3: a majority of the servers.
-        if self.engine.count(ServerOutcome::Ok) >= self.config.quorum(self.engine.len()) {
-            let counter = u64::try_from(self.engine.max_answered_value()).unwrap_or(0);
+        let t = self.engine.tally();
+        if t.ok >= self.config.quorum(t.servers) {
+            let counter = u64::try_from(t.max_value).unwrap_or(0);
             Some(Ok(FenceRepaired { report, counter }))
         } else {
             Some(Err(FenceRepairError {

@@ -433,25 +433,49 @@ impl Engine {
             .min()
     }
 
-    pub(crate) fn count(&self, outcome: ServerOutcome) -> usize {
-        self.slots().iter().filter(|s| s.outcome == outcome).count()
-    }
-
-    /// Servers that answered the round with something other than `Ok`, or
-    /// did not answer in time.
-    pub(crate) fn failed(&self) -> usize {
-        self.slots()
-            .iter()
-            .filter(|s| !matches!(s.outcome, ServerOutcome::Ok | ServerOutcome::Pending))
-            .count()
-    }
-
-    /// Servers whose outcome is `Ok` and whose value passes `keep`.
-    pub(crate) fn count_ok_where(&self, keep: impl Fn(i64) -> bool) -> usize {
-        self.slots()
-            .iter()
-            .filter(|s| s.outcome == ServerOutcome::Ok && keep(s.value))
-            .count()
+    /// The outcomes of the current round, counted in one pass.
+    pub(crate) fn tally(&self) -> Tally {
+        let mut t = Tally {
+            servers: self.n,
+            ok: 0,
+            pending: 0,
+            held: 0,
+            not_held: 0,
+            faulty: 0,
+            answered_with_counter: 0,
+            ok_with_counter: 0,
+            max_value: 0,
+            may_hold: 0,
+        };
+        for (i, s) in self.slots().iter().enumerate() {
+            if !matches!(s.outcome, ServerOutcome::Held | ServerOutcome::Setup(_)) {
+                t.may_hold |= 1u16.checked_shl(i as u32).unwrap_or(0);
+            }
+            if answered(s.outcome) {
+                t.max_value = t.max_value.max(s.value);
+                if s.value != MISSING {
+                    t.answered_with_counter = t.answered_with_counter.wrapping_add(1);
+                    if s.outcome == ServerOutcome::Ok {
+                        t.ok_with_counter = t.ok_with_counter.wrapping_add(1);
+                    }
+                }
+            }
+            let count = match s.outcome {
+                ServerOutcome::Ok => &mut t.ok,
+                ServerOutcome::Pending => &mut t.pending,
+                ServerOutcome::Held => &mut t.held,
+                ServerOutcome::NotHeld => &mut t.not_held,
+                ServerOutcome::TimedOut
+                | ServerOutcome::ServerError(_)
+                | ServerOutcome::ConnectionError
+                | ServerOutcome::UnexpectedReply
+                | ServerOutcome::Setup(_) => &mut t.faulty,
+                // A vote not counted (the restart guard).
+                ServerOutcome::Restarted | ServerOutcome::RestartUnknown => continue,
+            };
+            *count = count.wrapping_add(1);
+        }
+        t
     }
 
     /// True when a server of `mask` (bit i = server i) has not answered the
@@ -464,24 +488,9 @@ impl Engine {
     }
 
     pub(crate) fn pending(&self) -> usize {
-        self.count(ServerOutcome::Pending)
-    }
-
-    /// The largest value any server answered with (voting or not).
-    pub(crate) fn max_answered_value(&self) -> i64 {
         self.slots()
             .iter()
-            .filter(|s| answered(s.outcome))
-            .map(|s| s.value)
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// Servers that answered (voted or refused) with a value that passes `keep`.
-    pub(crate) fn count_answered_where(&self, keep: impl Fn(i64) -> bool) -> usize {
-        self.slots()
-            .iter()
-            .filter(|s| answered(s.outcome) && keep(s.value))
+            .filter(|s| s.outcome == ServerOutcome::Pending)
             .count()
     }
 
@@ -497,6 +506,57 @@ impl Engine {
         self.n
     }
 }
+
+/// The outcomes of a round, counted once for the decisions that read them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tally {
+    /// Servers in the round.
+    pub(crate) servers: usize,
+    /// Did what was asked (voted for us, released, extended).
+    pub(crate) ok: usize,
+    /// Not answered yet.
+    pub(crate) pending: usize,
+    /// The key is held by another token.
+    pub(crate) held: usize,
+    /// The key does not hold our token.
+    pub(crate) not_held: usize,
+    /// Failed by itself: timed out, connection lost, an error or an
+    /// unexpected reply, or not used.
+    pub(crate) faulty: usize,
+    /// Answered, with a fence counter (a value other than [`MISSING`]).
+    pub(crate) answered_with_counter: usize,
+    /// Voted, with a fence counter.
+    pub(crate) ok_with_counter: usize,
+    /// The largest value any server answered with (voting or not), or 0
+    /// when it is smaller (or nobody answered).
+    pub(crate) max_value: i64,
+    /// Bit i: server i may hold our key: all but those that refused it
+    /// (held by another token) or were never asked (refused handshake).
+    pub(crate) may_hold: u16,
+}
+
+impl Tally {
+    /// Answered with something other than `Ok`, or did not answer in time.
+    pub(crate) fn failed(&self) -> usize {
+        self.servers
+            .saturating_sub(self.ok)
+            .saturating_sub(self.pending)
+    }
+
+    /// Answered the request: voted or refused because the key is held.
+    pub(crate) fn answered(&self) -> usize {
+        self.ok.saturating_add(self.held)
+    }
+
+    /// Did not fail by itself: `Ok`, `Held`, `NotHeld`, a vote not
+    /// counted, or pending.
+    pub(crate) fn not_failed(&self) -> usize {
+        self.servers.saturating_sub(self.faulty)
+    }
+}
+
+/// The fence counter value of a server that has no counter.
+pub(crate) const MISSING: i64 = -1;
 
 /// Voted, or refused because the key is held: the server answered the request.
 fn answered(outcome: ServerOutcome) -> bool {

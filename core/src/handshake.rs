@@ -155,15 +155,21 @@ impl<'a> ServerInfo<'a> {
     }
 }
 
-/// Decimal digits within `u64` (saturating), nothing else.
+/// 1 to 19 decimal digits, nothing else (19 digits never overflow `u64`:
+/// 10^19 - 1 < 2^64, so the arithmetic below cannot wrap).
 pub(crate) fn parse_u64(digits: &[u8]) -> Option<u64> {
-    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+    if digits.is_empty() || digits.len() > 19 {
         return None;
     }
-    Some(digits.iter().fold(0u64, |n, &d| {
-        n.saturating_mul(10)
-            .saturating_add(u64::from(d.wrapping_sub(b'0')))
-    }))
+    let mut n = 0u64;
+    for &d in digits {
+        let digit = d.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        n = n.wrapping_mul(10).wrapping_add(u64::from(digit));
+    }
+    Some(n)
 }
 
 /// What a handshake reply means.
@@ -311,6 +317,33 @@ mod tests {
             b"uptime_in_seconds:1x",
         ] {
             assert_eq!(ServerInfo::parse(bad).uptime_secs, None);
+        }
+    }
+
+    #[test]
+    fn parse_u64_takes_1_to_19_digits() {
+        assert_eq!(parse_u64(b"0"), Some(0));
+        assert_eq!(parse_u64(b"0042"), Some(42));
+        assert_eq!(
+            parse_u64(b"9999999999999999999"),
+            Some(9_999_999_999_999_999_999)
+        );
+        assert_eq!(
+            parse_u64(b"1844674407370955161"),
+            Some(1_844_674_407_370_955_161)
+        );
+        for bad in [
+            &b""[..],
+            b"10000000000000000000",
+            b"-1",
+            b"+1",
+            b"1 ",
+            b" 1",
+            b"1/",
+            b"1:",
+            b"\xff",
+        ] {
+            assert_eq!(parse_u64(bad), None, "{bad:?}");
         }
     }
 

@@ -87,14 +87,14 @@ impl Duration {
         let Some((q, r)) = div_rem(self.micros, den) else {
             return Duration::MAX;
         };
-        // q * num + ceil(r * num / den); r < den <= u32::MAX, so r * num fits.
+        // q * num + ceil(r * num / den); r < den <= u32::MAX, so r * num
+        // fits, and its quotient by den is below num: + 1 fits too.
         let whole = match q.checked_mul(num) {
             Some(w) => w,
             None => return Duration::MAX,
         };
-        let part = match div_rem(r.saturating_mul(num), den) {
-            Some((p, 0)) => p,
-            Some((p, _)) => p.saturating_add(1),
+        let part = match div_rem(r.wrapping_mul(num), den) {
+            Some((p, rem)) => p.wrapping_add((rem != 0) as u64),
             None => return Duration::MAX, // not reached: `den` is not zero
         };
         Duration {
@@ -264,6 +264,40 @@ mod tests {
             for &d in values.iter().step_by(37).chain(&edges) {
                 let want = (d != 0).then(|| (n / d, n % d));
                 assert_eq!(div_rem(n, d), want, "{n} / {d}");
+            }
+        }
+    }
+
+    #[test]
+    fn mul_ratio_ceil_is_the_exact_ratio_rounded_up() {
+        let values = [
+            0u64,
+            1,
+            7,
+            999,
+            1_000,
+            10_000_000,
+            u64::from(u32::MAX),
+            u64::from(u32::MAX) + 1,
+            1 << 40,
+            (1 << 63) + 5,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        let ratios = [0u32, 1, 2, 3, 7, 99, 100, 1_000, u32::MAX - 1, u32::MAX];
+        for &micros in &values {
+            for &num in &ratios {
+                for &den in &ratios {
+                    let got = Duration::from_micros(micros).mul_ratio_ceil(num, den);
+                    let want = if den == 0 {
+                        u64::MAX
+                    } else {
+                        let exact = u128::from(micros) * u128::from(num);
+                        let ceil = exact.div_ceil(u128::from(den));
+                        u64::try_from(ceil).unwrap_or(u64::MAX)
+                    };
+                    assert_eq!(got.as_micros(), want, "{micros} * {num} / {den}");
+                }
             }
         }
     }

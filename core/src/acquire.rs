@@ -383,7 +383,7 @@ impl<R: AsRef<[u8]>> Operation for Acquire<R> {
         server: ServerId,
         reply: Reply<'_>,
     ) -> Result<(), Unsolicited> {
-        if let Disposition::Current(reply) = self.engine.handle_reply(server, reply)? {
+        if self.engine.handle_reply(server, &reply)? == Disposition::Current {
             let (outcome, value) = self.classify_reply(server, &reply, now);
             match outcome {
                 ServerOutcome::Restarted => rl_log!(

@@ -151,7 +151,7 @@ impl<R: AsRef<[u8]>> Operation for Extend<R> {
         server: ServerId,
         reply: Reply<'_>,
     ) -> Result<(), Unsolicited> {
-        if let Disposition::Current(reply) = self.engine.handle_reply(server, reply)? {
+        if self.engine.handle_reply(server, &reply)? == Disposition::Current {
             let outcome = outcome_of_flag(&reply);
             self.engine.settle(server, outcome, 0);
             self.decide(now);

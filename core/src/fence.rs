@@ -117,7 +117,7 @@ impl<R: AsRef<[u8]>> Operation for FenceRepair<R> {
         server: ServerId,
         reply: Reply<'_>,
     ) -> Result<(), Unsolicited> {
-        if let Disposition::Current(reply) = self.engine.handle_reply(server, reply)? {
+        if self.engine.handle_reply(server, &reply)? == Disposition::Current {
             let floor = match self.engine.request() {
                 Request::FenceRaise(floor) => floor,
                 _ => u64::MAX,

@@ -136,7 +136,7 @@ impl<R: AsRef<[u8]>> Operation for Inspect<R> {
         server: ServerId,
         reply: Reply<'_>,
     ) -> Result<(), Unsolicited> {
-        if let Disposition::Current(reply) = self.engine.handle_reply(server, reply)? {
+        if self.engine.handle_reply(server, &reply)? == Disposition::Current {
             let mut outcome = outcome_of_other(&reply);
             if let (Some(agg), Some(entry)) =
                 (reply.as_aggregate(), self.entries.get_mut(server.index()))

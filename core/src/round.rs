@@ -196,9 +196,10 @@ impl Slot {
 }
 
 /// What to make of a reply.
-pub(crate) enum Disposition<'a> {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Disposition {
     /// A reply to the current round, for the operation to classify.
-    Current(Reply<'a>),
+    Current,
     /// A straggler, a push, or a `NOSCRIPT` being retried: nothing to do.
     Ignored,
 }
@@ -331,11 +332,13 @@ impl Engine {
         Ok(None)
     }
 
-    pub(crate) fn handle_reply<'a>(
+    /// Where `reply` belongs. (The reply stays with the caller: moving it
+    /// in and out costs copies.)
+    pub(crate) fn handle_reply(
         &mut self,
         server: ServerId,
-        reply: Reply<'a>,
-    ) -> Result<Disposition<'a>, Unsolicited> {
+        reply: &Reply<'_>,
+    ) -> Result<Disposition, Unsolicited> {
         if reply.is_push() {
             return Ok(Disposition::Ignored);
         }
@@ -362,7 +365,7 @@ impl Engine {
                 return Ok(Disposition::Ignored);
             }
         }
-        Ok(Disposition::Current(reply))
+        Ok(Disposition::Current)
     }
 
     /// Records the outcome of the current round for `server`.

@@ -10,12 +10,7 @@
 //! used, with checked arithmetic, and nested aggregates are walked with an
 //! explicit, bounded stack (no recursion).
 
-use nom::Parser as _;
-use nom::bytes::streaming::{tag, take, take_till};
-
 use crate::ServerError;
-
-const CRLF: &[u8] = b"\r\n";
 
 /// The deepest nesting of aggregates any [`Limits`] can allow; the size of the
 /// parser's explicit stack.
@@ -537,32 +532,43 @@ fn element<'a>(
         b'+' => scalar(Reply::Simple(line)),
         b'-' => scalar(Reply::Error(ServerError::new(line))),
         b':' => scalar(Reply::Integer(integer(line)?)),
-        b'$' | b'!' | b'=' => {
-            if ty == b'$' && line == b"-1" {
+        b'$' | b'!' | b'=' | b'*' | b'%' | b'~' | b'>' | b'|' => {
+            if line == b"-1" && (ty == b'$' || ty == b'*') {
                 return scalar(Reply::Nil);
             }
-            let len = length(line, limits.max_bulk_len, ParseError::BulkTooLong)?;
-            let used = len
-                .checked_add(head.saturating_add(2))
-                .ok_or(ParseError::BulkTooLong)?;
-            fits(used)?;
-            let payload = input.get(head..).unwrap_or_default();
-            let data = ready!(bulk_payload(payload, len));
-            let reply = match ty {
-                b'$' => Reply::Bulk(data),
-                b'!' => Reply::Error(ServerError::new(data)),
-                _ => match (data.get(..3), data.get(3), data.get(4..)) {
-                    (Some(format), Some(b':'), Some(text)) => Reply::Verbatim { format, text },
-                    _ => return Err(ParseError::InvalidVerbatim),
-                },
+            let bulk = matches!(ty, b'$' | b'!' | b'=');
+            let (max, too_long) = if bulk {
+                (limits.max_bulk_len, ParseError::BulkTooLong)
+            } else {
+                (limits.max_aggregate_len, ParseError::AggregateTooLong)
             };
-            Ok(Status::Complete((Element::Scalar(reply), used)))
-        }
-        b'*' | b'%' | b'~' | b'>' | b'|' => {
-            if ty == b'*' && line == b"-1" {
-                return scalar(Reply::Nil);
+            let n = length(line, max, too_long)?;
+            if bulk {
+                let used = n
+                    .checked_add(head.saturating_add(2))
+                    .ok_or(ParseError::BulkTooLong)?;
+                fits(used)?;
+                // `n` bytes followed by CRLF.
+                let data_end = head.saturating_add(n);
+                let (Some(data), Some(after)) = (input.get(head..data_end), input.get(data_end..))
+                else {
+                    return Ok(Status::Incomplete);
+                };
+                match after {
+                    [b'\r', b'\n', ..] => {}
+                    [] | [b'\r'] => return Ok(Status::Incomplete),
+                    _ => return Err(ParseError::MissingCrlf),
+                }
+                let reply = match ty {
+                    b'$' => Reply::Bulk(data),
+                    b'!' => Reply::Error(ServerError::new(data)),
+                    _ => match (data.get(..3), data.get(3), data.get(4..)) {
+                        (Some(format), Some(b':'), Some(text)) => Reply::Verbatim { format, text },
+                        _ => return Err(ParseError::InvalidVerbatim),
+                    },
+                };
+                return Ok(Status::Complete((Element::Scalar(reply), used)));
             }
-            let n = length(line, limits.max_aggregate_len, ParseError::AggregateTooLong)?;
             let (kind, count) = match ty {
                 b'*' => (Some(AggregateKind::Array), n),
                 b'~' => (Some(AggregateKind::Set), n),
@@ -609,33 +615,22 @@ fn element<'a>(
 // Speed on hosted targets; size on bare metal (`target_os = "none"`).
 #[cfg_attr(not(target_os = "none"), inline(always))]
 fn line(input: &[u8], max: usize) -> Result<Status<(&[u8], usize)>, ParseError> {
-    let window_len = input.len().min(max.saturating_add(2));
-    let window = input.get(..window_len).unwrap_or_default();
-    let found: nom::IResult<&[u8], &[u8]> = take_till(|b| b == b'\r' || b == b'\n').parse(window);
-    match found {
-        Ok((rest, content)) => match rest {
-            [b'\r', b'\n', ..] => Ok(Status::Complete((content, content.len().saturating_add(2)))),
-            _ if content.len() > max => Err(ParseError::LineTooLong),
-            // A CR that ends the input may be waiting for its LF.
-            [b'\r'] if window_len == input.len() => Ok(Status::Incomplete),
-            _ => Err(ParseError::InvalidLine),
-        },
-        // No CR or LF yet.
-        Err(_) if window.len() > max => Err(ParseError::LineTooLong),
-        Err(_) => Ok(Status::Incomplete),
+    for (i, &b) in input.iter().enumerate() {
+        if b == b'\r' || b == b'\n' {
+            let content = input.get(..i).unwrap_or_default();
+            return match (b, input.get(i.saturating_add(1))) {
+                (b'\r', Some(b'\n')) => Ok(Status::Complete((content, i.saturating_add(2)))),
+                // A CR that ends the input may be waiting for its LF.
+                (b'\r', None) => Ok(Status::Incomplete),
+                _ => Err(ParseError::InvalidLine),
+            };
+        }
+        // More than `max` bytes before any CR or LF.
+        if i >= max {
+            return Err(ParseError::LineTooLong);
+        }
     }
-}
-
-/// `len` bytes followed by CRLF.
-// Speed on hosted targets; size on bare metal (`target_os = "none"`).
-#[cfg_attr(not(target_os = "none"), inline(always))]
-fn bulk_payload(input: &[u8], len: usize) -> Result<Status<&[u8]>, ParseError> {
-    let res: nom::IResult<&[u8], (&[u8], &[u8])> = (take(len), tag(CRLF)).parse(input);
-    match res {
-        Ok((_, (data, _))) => Ok(Status::Complete(data)),
-        Err(nom::Err::Incomplete(_)) => Ok(Status::Incomplete),
-        Err(_) => Err(ParseError::MissingCrlf),
-    }
+    Ok(Status::Incomplete)
 }
 
 /// A length header: a plain decimal with no sign and no leading zero, at most `max`.

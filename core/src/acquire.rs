@@ -329,12 +329,14 @@ impl<R: AsRef<[u8]>> Acquire<R> {
             (Request::Set, r) if r.is_ok() => vote(0),
             (Request::Set, Reply::Nil) => (ServerOutcome::Held, 0),
             (Request::FencedSet, Reply::Aggregate(a)) => {
-                let counter = match a.iter().nth(1) {
+                let mut items = a.iter();
+                let (flag, counter) = (items.next(), items.next());
+                let counter = match counter {
                     Some(Reply::Nil) => Some(MISSING),
                     Some(Reply::Bulk(c)) => parse_counter(c),
                     _ => None,
                 };
-                match (a.len(), a.iter().next(), counter) {
+                match (a.len(), flag, counter) {
                     (2, Some(Reply::Integer(1)), Some(c)) => vote(c),
                     (2, Some(Reply::Integer(0)), Some(c)) => (ServerOutcome::Held, c),
                     _ => (ServerOutcome::UnexpectedReply, 0),

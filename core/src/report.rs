@@ -103,10 +103,10 @@ impl Report {
         }
     }
 
-    pub(crate) fn set(&mut self, server: usize, outcome: ServerOutcome) {
-        if let Some(o) = self.outcomes.get_mut(server) {
-            *o = outcome;
-        }
+    /// The outcomes, in server order, to fill in (those past
+    /// [`len`](Report::len) stay `Pending`).
+    pub(crate) fn outcomes_mut(&mut self) -> &mut [ServerOutcome] {
+        &mut self.outcomes
     }
 
     /// The number of servers.

@@ -429,11 +429,13 @@ impl Engine {
 
     /// The earliest deadline of a request sent and still awaited.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.slots()
-            .iter()
-            .filter(|s| s.outcome == ServerOutcome::Pending && !s.send)
-            .map(|s| s.deadline)
-            .min()
+        let mut next: Option<Instant> = None;
+        for s in self.slots() {
+            if s.outcome == ServerOutcome::Pending && !s.send {
+                next = Some(next.map_or(s.deadline, |n| n.min(s.deadline)));
+            }
+        }
+        next
     }
 
     /// The outcomes of the current round, counted in one pass.
@@ -499,8 +501,8 @@ impl Engine {
 
     pub(crate) fn report(&self) -> Report {
         let mut r = Report::new(self.n);
-        for (i, s) in self.slots().iter().enumerate() {
-            r.set(i, s.outcome);
+        for (o, s) in r.outcomes_mut().iter_mut().zip(self.slots()) {
+            *o = s.outcome;
         }
         r
     }

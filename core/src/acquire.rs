@@ -159,9 +159,9 @@ impl<R: AsRef<[u8]>> Acquire<R> {
         self.attempt_start = now;
         self.phase = Phase::Voting;
         let request = if self.config.fencing {
-            Request::FencedSet
+            Request::FencedSet(self.ttl.as_millis())
         } else {
-            Request::Set
+            Request::Set(self.ttl.as_millis())
         };
         self.engine.start_round(request);
     }
@@ -326,9 +326,9 @@ impl<R: AsRef<[u8]>> Acquire<R> {
             (outcome, value)
         };
         match (self.engine.request(), reply) {
-            (Request::Set, r) if r.is_ok() => vote(0),
-            (Request::Set, Reply::Nil) => (ServerOutcome::Held, 0),
-            (Request::FencedSet, Reply::Aggregate(a)) => {
+            (Request::Set(_), r) if r.is_ok() => vote(0),
+            (Request::Set(_), Reply::Nil) => (ServerOutcome::Held, 0),
+            (Request::FencedSet(_), Reply::Aggregate(a)) => {
                 let mut items = a.iter();
                 let (flag, counter) = (items.next(), items.next());
                 let counter = match counter {
@@ -372,7 +372,6 @@ impl<R: AsRef<[u8]>> Operation for Acquire<R> {
         let subject = Subject {
             resource: self.resource.as_ref(),
             token: self.token.as_bytes(),
-            ttl_ms: self.ttl.as_millis(),
             #[cfg(feature = "mutants")]
             bare_del_release: self.config.mutants.bare_del_release,
         };

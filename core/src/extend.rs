@@ -138,7 +138,6 @@ impl<R: AsRef<[u8]>> Operation for Extend<R> {
         let subject = Subject {
             resource: self.resource.as_ref(),
             token: self.lock.token().as_bytes(),
-            ttl_ms: self.ttl.as_millis(),
             #[cfg(feature = "mutants")]
             bare_del_release: false,
         };

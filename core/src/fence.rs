@@ -104,7 +104,6 @@ impl<R: AsRef<[u8]>> Operation for FenceRepair<R> {
         let subject = Subject {
             resource: self.resource.as_ref(),
             token: &[],
-            ttl_ms: 0,
             #[cfg(feature = "mutants")]
             bare_del_release: false,
         };

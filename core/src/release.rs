@@ -123,7 +123,6 @@ impl<R: AsRef<[u8]>> Operation for Release<R> {
         let subject = Subject {
             resource: self.resource.as_ref(),
             token: &self.token,
-            ttl_ms: 0,
             #[cfg(feature = "mutants")]
             bare_del_release: self.config.mutants.bare_del_release,
         };

@@ -52,10 +52,10 @@ impl core::error::Error for Unsolicited {}
 /// The request of a round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Request {
-    /// R1: `SET resource token NX PX ttl`.
-    Set,
-    /// F1: the fenced acquire script.
-    FencedSet,
+    /// R1: `SET resource token NX PX ttl`, with the ttl in milliseconds.
+    Set(u64),
+    /// F1: the fenced acquire script, with the ttl in milliseconds.
+    FencedSet(u64),
     /// F1: raise the counter to this fence token if the key is still ours.
     FenceWrite(u64),
     /// R3 / A7: the release script.
@@ -75,8 +75,8 @@ impl Request {
     #[inline(always)]
     fn script(self) -> Option<&'static Script> {
         match self {
-            Request::Set => None,
-            Request::FencedSet => Some(&script::FENCED_ACQUIRE),
+            Request::Set(_) => None,
+            Request::FencedSet(_) => Some(&script::FENCED_ACQUIRE),
             Request::FenceWrite(_) => Some(&script::FENCE_WRITE),
             Request::Release => Some(&script::RELEASE),
             Request::Extend(_) => Some(&script::EXTEND),
@@ -91,7 +91,6 @@ impl Request {
 pub(crate) struct Subject<'a> {
     pub(crate) resource: &'a [u8],
     pub(crate) token: &'a [u8],
-    pub(crate) ttl_ms: u64,
     #[cfg(feature = "mutants")]
     pub(crate) bare_del_release: bool,
 }
@@ -117,7 +116,10 @@ fn encode(
             false,
             false,
             true,
-            Some(s.ttl_ms),
+            match request {
+                Request::Set(ms) => Some(ms),
+                _ => None,
+            },
         ),
         Some(script) => {
             // FENCE_RAISE is never loaded: always EVAL.
@@ -127,17 +129,17 @@ fn encode(
                 (&b"EVALSHA"[..], script.sha1.as_bytes())
             };
             match request {
-                Request::FencedSet => (call, true, true, true, Some(s.ttl_ms)),
+                Request::FencedSet(ms) => (call, true, true, true, Some(ms)),
                 Request::FenceWrite(t) => (call, true, true, true, Some(t)),
                 Request::Extend(ms) => (call, true, false, true, Some(ms)),
                 Request::Release => (call, true, false, true, None),
                 // The counter key is the only key.
                 Request::FenceRaise(floor) => (call, false, true, false, Some(floor)),
-                Request::Inspect | Request::Set => (call, true, false, false, None),
+                Request::Inspect | Request::Set(_) => (call, true, false, false, None),
             }
         }
     };
-    let set = request == Request::Set;
+    let set = matches!(request, Request::Set(_));
     let keys = usize::from(key).saturating_add(usize::from(fence_key));
     let argc = 2usize
         .saturating_add(if set { 2 } else { 1 })
@@ -224,7 +226,8 @@ impl Engine {
             n: n.min(MAX_SERVERS),
             slots: [Slot::NEW; MAX_SERVERS],
             round: 0,
-            request: Request::Set,
+            // Every operation starts its first round at once.
+            request: Request::Inspect,
             script: None,
             timeout,
             force_eval: false,

@@ -405,83 +405,79 @@ fn parse_with<'a>(
     input: &'a [u8],
     limits: &Limits,
 ) -> Result<Status<(Reply<'a>, usize)>, ParseError> {
-    let mut offset = 0usize;
-    loop {
-        let rest = input.get(offset..).unwrap_or_default();
-        let (element, used) = ready!(element(rest, offset, limits));
-        let end = offset.saturating_add(used); // element() checked it against the frame limit
-        match element {
-            Element::Scalar(reply) => return Ok(Status::Complete((reply, end))),
-            Element::Open { kind, count } => {
-                let body_start = input.get(end..).unwrap_or_default();
-                let body_len = ready!(walk(body_start, count, end, limits));
-                let total = end.checked_add(body_len).ok_or(ParseError::FrameTooLarge)?;
-                match kind {
-                    Some(kind) => {
-                        let body = input.get(end..total).unwrap_or_default();
-                        let agg = Aggregate { kind, count, body };
-                        return Ok(Status::Complete((Reply::Aggregate(agg), total)));
-                    }
-                    // An attribute describes the value after it: skip it.
-                    None => offset = total,
-                }
-            }
-        }
+    // Hosted targets: a scalar reply (the common case) is returned before
+    // the stack is set up; an aggregate's header is read again below. Bare
+    // metal (`target_os = "none"`) skips this for size.
+    #[cfg(not(target_os = "none"))]
+    if let (Element::Scalar(reply), used) = ready!(element(input, 0, limits)) {
+        return Ok(Status::Complete((reply, used)));
     }
-}
-
-/// Walks `count` elements (and everything nested in them) at the start of
-/// `input`; returns the number of bytes they take. `base` is the frame offset
-/// of `input`, for the frame limit.
-fn walk(
-    input: &[u8],
-    count: usize,
-    base: usize,
-    limits: &Limits,
-) -> Result<Status<usize>, ParseError> {
     let max_depth = limits.depth();
-    if max_depth == 0 {
-        return Err(ParseError::TooDeep);
-    }
-    // remaining[level]: elements still to read at that level; level 0 is the
-    // aggregate being walked (depth 1).
-    let mut remaining = [0usize; MAX_DEPTH_CAP];
+    // remaining[level]: elements still to read at that level. Level 0 is the
+    // reply itself (an attribute before it does not count: the value after
+    // it does); level `d` is inside an aggregate at depth `d`.
+    let mut remaining = [0usize; MAX_DEPTH_CAP + 1];
+    remaining[0] = 1;
     let mut level = 0usize;
-    remaining[0] = count;
+    // The reply, once it is known to be an aggregate: its kind, its element
+    // count and where its body starts.
+    let mut reply = (AggregateKind::Array, 0usize, 0usize);
+    // One loop reads every element of the frame (nested or not): on bare
+    // metal `element` has this single call site.
     let mut pos = 0usize;
     loop {
-        while remaining.get(level).is_some_and(|&r| r == 0) {
-            if level == 0 {
-                return Ok(Status::Complete(pos));
-            }
-            level = level.saturating_sub(1);
-        }
         let rest = input.get(pos..).unwrap_or_default();
-        let (element, used) = ready!(element(rest, base.saturating_add(pos), limits));
+        let (element, used) = ready!(element(rest, pos, limits));
         pos = pos.saturating_add(used); // element() checked it against the frame limit
         match element {
-            Element::Scalar(_) => decrement(&mut remaining, level),
+            Element::Scalar(scalar) => {
+                if level == 0 {
+                    return Ok(Status::Complete((scalar, pos)));
+                }
+                decrement(&mut remaining, level);
+            }
             Element::Open { kind, count } => {
+                if level == 0 {
+                    // The reply, or an attribute before it, is at depth 1.
+                    if max_depth == 0 {
+                        return Err(ParseError::TooDeep);
+                    }
+                    if let Some(kind) = kind {
+                        reply = (kind, count, pos);
+                    }
+                }
                 // An attribute does not count as an element of its parent:
                 // the value after it does.
                 if kind.is_some() {
                     decrement(&mut remaining, level);
                 }
                 if count > 0 {
+                    if level >= max_depth {
+                        return Err(ParseError::TooDeep);
+                    }
                     level = level.saturating_add(1);
-                    match remaining.get_mut(level) {
-                        Some(slot) if level < max_depth => *slot = count,
-                        _ => return Err(ParseError::TooDeep),
+                    if let Some(slot) = remaining.get_mut(level) {
+                        *slot = count;
                     }
                 }
             }
+        }
+        while remaining.get(level).is_some_and(|&r| r == 0) {
+            if level == 0 {
+                // Level 0 only reaches zero once the reply is an aggregate.
+                let (kind, count, start) = reply;
+                let body = input.get(start..pos).unwrap_or_default();
+                let agg = Aggregate { kind, count, body };
+                return Ok(Status::Complete((Reply::Aggregate(agg), pos)));
+            }
+            level = level.saturating_sub(1);
         }
     }
 }
 
 /// One element fewer to read at `level`.
 #[cfg_attr(not(target_os = "none"), inline(always))]
-fn decrement(remaining: &mut [usize; MAX_DEPTH_CAP], level: usize) {
+fn decrement(remaining: &mut [usize; MAX_DEPTH_CAP + 1], level: usize) {
     if let Some(r) = remaining.get_mut(level) {
         *r = r.saturating_sub(1);
     }
@@ -493,6 +489,7 @@ fn decrement(remaining: &mut [usize; MAX_DEPTH_CAP], level: usize) {
 /// cross it is refused before its payload is awaited.
 // Speed on hosted targets; size on bare metal (`target_os = "none"`).
 #[cfg_attr(not(target_os = "none"), inline(always))]
+#[cfg_attr(target_os = "none", inline(never))]
 fn element<'a>(
     input: &'a [u8],
     base: usize,

@@ -108,38 +108,34 @@ fn encode(
     }
     // Every request is `name body [numkeys] [resource] [fence key] [token]
     // [NX PX] [number]`: one copy of the encoding code for all of them.
-    // (the name and body, the resource key, the fence key, the token, the number)
-    let ((name, body), key, fence_key, token, number) = match script {
-        // R1: `SET resource token NX PX ttl`.
-        None => (
-            (&b"SET"[..], s.resource),
-            false,
-            false,
-            true,
-            match request {
-                Request::Set(ms) => Some(ms),
-                _ => None,
-            },
-        ),
-        Some(script) => {
-            // FENCE_RAISE is never loaded: always EVAL.
-            let call = if eval || matches!(request, Request::FenceRaise(_)) {
-                (&b"EVAL"[..], script.source.as_bytes())
-            } else {
-                (&b"EVALSHA"[..], script.sha1.as_bytes())
-            };
-            match request {
-                Request::FencedSet(ms) => (call, true, true, true, Some(ms)),
-                Request::FenceWrite(t) => (call, true, true, true, Some(t)),
-                Request::Extend(ms) => (call, true, false, true, Some(ms)),
-                Request::Release => (call, true, false, true, None),
-                // The counter key is the only key.
-                Request::FenceRaise(floor) => (call, false, true, false, Some(floor)),
-                Request::Inspect | Request::Set(_) => (call, true, false, false, None),
-            }
-        }
-    };
     let set = matches!(request, Request::Set(_));
+    let (name, body) = match script {
+        // R1: `SET resource token NX PX ttl`.
+        None => (&b"SET"[..], s.resource),
+        // FENCE_RAISE is never loaded: always EVAL.
+        Some(script) if eval || matches!(request, Request::FenceRaise(_)) => {
+            (&b"EVAL"[..], script.source.as_bytes())
+        }
+        Some(script) => (&b"EVALSHA"[..], script.sha1.as_bytes()),
+    };
+    // (the resource key, the fence key, the token)
+    let (key, fence_key, token) = match request {
+        // The resource is the body of `SET`.
+        Request::Set(_) => (false, false, true),
+        Request::FencedSet(_) | Request::FenceWrite(_) => (true, true, true),
+        Request::Extend(_) | Request::Release => (true, false, true),
+        // The counter key is the only key.
+        Request::FenceRaise(_) => (false, true, false),
+        Request::Inspect => (true, false, false),
+    };
+    let number = match request {
+        Request::Set(n)
+        | Request::FencedSet(n)
+        | Request::FenceWrite(n)
+        | Request::Extend(n)
+        | Request::FenceRaise(n) => Some(n),
+        Request::Release | Request::Inspect => None,
+    };
     let keys = usize::from(key).saturating_add(usize::from(fence_key));
     let argc = 2usize
         .saturating_add(if set { 2 } else { 1 })
@@ -586,5 +582,65 @@ pub(crate) fn outcome_of_other(reply: &Reply<'_>) -> ServerOutcome {
     match reply {
         Reply::Error(e) => ServerOutcome::ServerError(e.kind()),
         _ => ServerOutcome::UnexpectedReply,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::indexing_slicing)]
+    use super::*;
+
+    /// The bytes of a command made of `args`, by the generic encoder.
+    fn command(args: &[&[u8]]) -> heapless::Vec<u8, 1024> {
+        let mut buf = [0u8; 1024];
+        let n = redlock_resp::command(&mut buf, args).unwrap();
+        heapless::Vec::from_slice(&buf[..n]).unwrap()
+    }
+
+    #[test]
+    fn every_request_is_encoded_as_documented() {
+        let s = Subject {
+            resource: b"res",
+            token: b"tok",
+            #[cfg(feature = "mutants")]
+            bare_del_release: false,
+        };
+        let fence_key: &[u8] = b"res:fence";
+        // (request, the arguments after `numkeys`)
+        let scripted: [(Request, &[&[u8]]); 6] = [
+            (Request::FencedSet(30), &[b"res", fence_key, b"tok", b"30"]),
+            (Request::FenceWrite(7), &[b"res", fence_key, b"tok", b"7"]),
+            (Request::Release, &[b"res", b"tok"]),
+            (Request::Extend(1_000), &[b"res", b"tok", b"1000"]),
+            (Request::Inspect, &[b"res"]),
+            (Request::FenceRaise(41), &[fence_key, b"41"]),
+        ];
+        let mut buf = [0u8; 1024];
+        for (request, rest) in scripted {
+            let script = request.script().unwrap();
+            let keys = match request {
+                Request::FencedSet(_) | Request::FenceWrite(_) => "2",
+                _ => "1",
+            };
+            for eval in [false, true] {
+                let n = encode(request, Some(script), eval, &s, &mut buf).unwrap();
+                let always_eval = matches!(request, Request::FenceRaise(_));
+                let (name, body): (&[u8], &[u8]) = if eval || always_eval {
+                    (b"EVAL", script.source.as_bytes())
+                } else {
+                    (b"EVALSHA", script.sha1.as_bytes())
+                };
+                let mut args: heapless::Vec<&[u8], 8> = heapless::Vec::new();
+                args.extend_from_slice(&[name, body, keys.as_bytes()])
+                    .unwrap();
+                args.extend_from_slice(rest).unwrap();
+                assert_eq!(&buf[..n], &command(&args)[..], "{request:?} eval {eval}");
+            }
+        }
+        let set = Request::Set(10_000);
+        assert_eq!(set.script(), None);
+        let n = encode(set, None, false, &s, &mut buf).unwrap();
+        let want = command(&[b"SET", b"res", b"tok", b"NX", b"PX", b"10000"]);
+        assert_eq!(&buf[..n], &want[..]);
     }
 }

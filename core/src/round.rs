@@ -411,14 +411,14 @@ impl Engine {
     /// no deadline running: it is never dropped unsent (a release skipped
     /// that way would leave the key until it expires).
     pub(crate) fn handle_timeout(&mut self, now: Instant) {
-        let timeout_ms = self.timeout.as_millis();
+        let timeout = self.timeout;
         for (i, slot) in self.slots_mut().iter_mut().enumerate() {
             if slot.outcome == ServerOutcome::Pending && !slot.send && now >= slot.deadline {
                 rl_log!(
                     info,
                     "giving up on server {}: no answer within {} ms",
                     i,
-                    timeout_ms
+                    timeout.as_millis()
                 );
                 slot.outcome = ServerOutcome::TimedOut;
                 slot.send = false;

@@ -6,7 +6,6 @@
 //! (a straggler) is recognised and never counted for the current one. An
 //! `EVALSHA` answered with `NOSCRIPT` is re-sent as `EVAL` transparently.
 
-use heapless::Deque;
 use redlock_resp::script::{self, Script};
 use redlock_resp::{Command, EncodeError, ErrorKind, Reply};
 
@@ -16,7 +15,7 @@ use crate::time::{Duration, Instant};
 /// Requests one server may have in flight for one operation: ordinary
 /// requests stop at `IN_FLIGHT / 2`; the rest is kept for the releases of
 /// A5, so that every `SET` sent is followed by its release.
-const IN_FLIGHT: usize = 8;
+const IN_FLIGHT: u8 = 8;
 
 /// Suffix of the fence counter key (`resource` + this).
 pub(crate) const FENCE_SUFFIX: &[u8] = b":fence";
@@ -167,8 +166,13 @@ fn encode(
 
 #[derive(Debug, Clone)]
 struct Slot {
-    /// Round ids of the requests sent and not answered yet, oldest first.
-    in_flight: Deque<u32, IN_FLIGHT>,
+    /// Requests sent and not answered yet. A server answers in order, and
+    /// the rounds' requests are sent in order: the oldest are of earlier
+    /// rounds (their replies are stragglers), the newest of this one.
+    in_flight: u8,
+    /// How many of the requests in flight (the newest) are of the current
+    /// round; never more than `in_flight`.
+    current: u8,
     /// The current round's request is still to be sent.
     send: bool,
     /// Send `EVAL` instead of `EVALSHA` (the server said `NOSCRIPT`).
@@ -183,7 +187,8 @@ struct Slot {
 
 impl Slot {
     const NEW: Slot = Slot {
-        in_flight: Deque::new(),
+        in_flight: 0,
+        current: 0,
         send: false,
         eval: false,
         deadline: Instant::ZERO,
@@ -207,7 +212,6 @@ pub(crate) enum Disposition {
 pub(crate) struct Engine {
     n: usize,
     slots: [Slot; MAX_SERVERS],
-    round: u32,
     request: Request,
     /// The script of `request`.
     script: Option<&'static Script>,
@@ -221,7 +225,6 @@ impl Engine {
         Engine {
             n: n.min(MAX_SERVERS),
             slots: [Slot::NEW; MAX_SERVERS],
-            round: 0,
             // Every operation starts its first round at once.
             request: Request::Inspect,
             script: None,
@@ -258,11 +261,12 @@ impl Engine {
 
     /// Each request's deadline starts when it is sent (`poll_transmit`).
     fn begin(&mut self, request: Request, script: Option<&'static Script>, force_eval: bool) {
-        self.round = self.round.wrapping_add(1);
         self.request = request;
         self.script = script;
         self.force_eval = force_eval;
         for slot in self.slots_mut() {
+            // The requests in flight are now of earlier rounds.
+            slot.current = 0;
             slot.send = true;
             slot.outcome = ServerOutcome::Pending;
             slot.value = 0;
@@ -290,26 +294,21 @@ impl Engine {
         subject: &Subject<'_>,
         buf: &mut [u8],
     ) -> Result<Option<Transmit>, EncodeError> {
-        let (round, request, script, force, timeout) = (
-            self.round,
-            self.request,
-            self.script,
-            self.force_eval,
-            self.timeout,
-        );
+        let (request, script, force, timeout) =
+            (self.request, self.script, self.force_eval, self.timeout);
         for (i, slot) in self.slots_mut().iter_mut().enumerate() {
             if !slot.send {
                 continue;
             }
             let room = if force { IN_FLIGHT } else { IN_FLIGHT / 2 };
-            if slot.in_flight.len() >= room {
+            if slot.in_flight >= room {
                 // The server has not answered several requests: give up on it
                 // for this round rather than pile more on.
                 rl_log!(
                     info,
                     "giving up on server {} for this round: {} requests unanswered",
                     i,
-                    slot.in_flight.len()
+                    slot.in_flight
                 );
                 slot.send = false;
                 if slot.outcome == ServerOutcome::Pending {
@@ -320,8 +319,9 @@ impl Engine {
             let len = encode(request, script, slot.eval || force, subject, buf)?;
             slot.send = false;
             slot.deadline = now.saturating_add(timeout);
-            // Cannot fail: checked for room above.
-            let _ = slot.in_flight.push_back(round);
+            // Below IN_FLIGHT: checked for room above.
+            slot.in_flight = slot.in_flight.saturating_add(1);
+            slot.current = slot.current.saturating_add(1);
             return Ok(Some(Transmit {
                 server: ServerId(i as u8),
                 len,
@@ -341,13 +341,18 @@ impl Engine {
         if reply.is_push() {
             return Ok(Disposition::Ignored);
         }
-        let (round, script) = (self.round, self.script);
+        let script = self.script;
         let slot = self
             .slots_mut()
             .get_mut(server.index())
             .ok_or(Unsolicited)?;
-        let id = slot.in_flight.pop_front().ok_or(Unsolicited)?;
-        if id != round || slot.outcome != ServerOutcome::Pending {
+        let left = slot.in_flight.checked_sub(1).ok_or(Unsolicited)?;
+        // The oldest request in flight is answered: it is of the current
+        // round when no request of an earlier round is left before it.
+        let of_this_round = slot.current > left;
+        slot.in_flight = left;
+        slot.current = slot.current.min(left);
+        if !of_this_round || slot.outcome != ServerOutcome::Pending {
             rl_log!(trace, "server {}: a late reply, ignored", server.0);
             return Ok(Disposition::Ignored);
         }
@@ -384,7 +389,8 @@ impl Engine {
         if let Some(slot) = self.slots_mut().get_mut(server.index()) {
             if release && !slot.resent && slot.outcome == ServerOutcome::Pending {
                 slot.resent = true;
-                slot.in_flight.clear();
+                slot.in_flight = 0;
+                slot.current = 0;
                 slot.send = true;
                 return;
             }
@@ -399,7 +405,8 @@ impl Engine {
             rl_log!(info, "server {} not used: {}", server.0, e);
         }
         if let Some(slot) = self.slots_mut().get_mut(server.index()) {
-            slot.in_flight.clear();
+            slot.in_flight = 0;
+            slot.current = 0;
             slot.send = false;
             if slot.outcome == ServerOutcome::Pending {
                 slot.outcome = why;
@@ -595,6 +602,80 @@ mod tests {
         let mut buf = [0u8; 1024];
         let n = redlock_resp::command(&mut buf, args).unwrap();
         heapless::Vec::from_slice(&buf[..n]).unwrap()
+    }
+
+    /// Sends every pending request of the round; returns the servers.
+    fn send_all(e: &mut Engine, s: &Subject<'_>) -> heapless::Vec<u8, 9> {
+        let mut buf = [0u8; 1024];
+        let mut sent = heapless::Vec::new();
+        while let Some(t) = e.poll_transmit(Instant::ZERO, s, &mut buf).unwrap() {
+            sent.push(t.server.0).unwrap();
+        }
+        sent
+    }
+
+    #[test]
+    fn replies_to_earlier_rounds_are_stragglers() {
+        let s = Subject {
+            resource: b"res",
+            token: b"tok",
+            #[cfg(feature = "mutants")]
+            bare_del_release: false,
+        };
+        let ok = Reply::Integer(1);
+        let mut e = Engine::new(2, Duration::from_millis(10));
+        // Nothing in flight: a reply is unsolicited.
+        assert_eq!(e.handle_reply(ServerId(0), &ok), Err(Unsolicited));
+        e.start_round(Request::Extend(10));
+        assert_eq!(&send_all(&mut e, &s)[..], &[0, 1]);
+        // Round 2 before server 0 answered round 1; server 1 answered.
+        assert_eq!(e.handle_reply(ServerId(1), &ok), Ok(Disposition::Current));
+        e.start_round(Request::Release);
+        assert_eq!(&send_all(&mut e, &s)[..], &[0, 1]);
+        e.start_round(Request::Extend(10));
+        assert_eq!(&send_all(&mut e, &s)[..], &[0, 1]);
+        // Server 0: two stragglers (rounds 1 and 2), then round 3.
+        assert_eq!(e.handle_reply(ServerId(0), &ok), Ok(Disposition::Ignored));
+        assert_eq!(e.handle_reply(ServerId(0), &ok), Ok(Disposition::Ignored));
+        assert_eq!(e.handle_reply(ServerId(0), &ok), Ok(Disposition::Current));
+        assert_eq!(e.handle_reply(ServerId(0), &ok), Err(Unsolicited));
+        // Server 1: one straggler (round 2), then round 3.
+        assert_eq!(e.handle_reply(ServerId(1), &ok), Ok(Disposition::Ignored));
+        assert_eq!(e.handle_reply(ServerId(1), &ok), Ok(Disposition::Current));
+        // A settled server ignores a second answer to the same round.
+        e.start_round(Request::Release);
+        assert_eq!(&send_all(&mut e, &s)[..], &[0, 1]);
+        e.settle(ServerId(1), ServerOutcome::Ok, 0);
+        assert_eq!(e.handle_reply(ServerId(1), &ok), Ok(Disposition::Ignored));
+        // A connection error forgets what was in flight.
+        e.server_unusable(ServerId(0), ServerOutcome::ConnectionError);
+        assert_eq!(e.handle_reply(ServerId(0), &ok), Err(Unsolicited));
+    }
+
+    #[test]
+    fn a_server_that_does_not_answer_is_given_up_on() {
+        let s = Subject {
+            resource: b"res",
+            token: b"tok",
+            #[cfg(feature = "mutants")]
+            bare_del_release: false,
+        };
+        let mut e = Engine::new(1, Duration::from_millis(10));
+        // Ordinary rounds stop at half the room, one request per round.
+        for _ in 0..IN_FLIGHT / 2 {
+            e.start_round(Request::Extend(10));
+            assert_eq!(&send_all(&mut e, &s)[..], &[0]);
+        }
+        e.start_round(Request::Extend(10));
+        assert!(send_all(&mut e, &s).is_empty());
+        assert_eq!(e.report().get(ServerId(0)), Some(ServerOutcome::TimedOut));
+        // Releases use the rest of the room.
+        for _ in 0..IN_FLIGHT / 2 {
+            e.start_round_eval(Request::Release);
+            assert_eq!(&send_all(&mut e, &s)[..], &[0]);
+        }
+        e.start_round_eval(Request::Release);
+        assert!(send_all(&mut e, &s).is_empty());
     }
 
     #[test]

@@ -144,11 +144,35 @@ impl Report {
 }
 
 /// The servers an operation spans, and what is known of their restarts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Servers {
     len: u8,
-    incarnation_start: [Option<Instant>; MAX_SERVERS],
+    /// Bit i: the incarnation of server i is known.
+    known: u16,
+    /// When each server's incarnation began; `Instant::ZERO` where not
+    /// known (so that equal knowledge compares equal).
+    incarnation_start: [Instant; MAX_SERVERS],
+}
+
+impl core::fmt::Debug for Servers {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Servers")
+            .field("len", &self.len)
+            .field("incarnation_start", &self.incarnations())
+            .finish()
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Servers {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(
+            f,
+            "Servers {{ len: {=u8}, incarnation_start: {} }}",
+            self.len,
+            self.incarnations()
+        );
+    }
 }
 
 /// The number of servers is 0 or above [`MAX_SERVERS`].
@@ -176,7 +200,8 @@ impl Servers {
         }
         Ok(Servers {
             len: n as u8,
-            incarnation_start: [None; MAX_SERVERS],
+            known: 0,
+            incarnation_start: [Instant::ZERO; MAX_SERVERS],
         })
     }
 
@@ -195,8 +220,27 @@ impl Servers {
     /// passes `now - uptime`. Used by [`Config::restart_guard`](crate::Config::restart_guard).
     pub fn set_incarnation(&mut self, server: ServerId, started_at: Instant) {
         if let Some(s) = self.incarnation_start.get_mut(server.index()) {
-            *s = Some(started_at);
+            *s = started_at;
+            self.known |= Self::bit(server.index());
         }
+    }
+
+    fn bit(server: usize) -> u16 {
+        1u16.checked_shl(server as u32).unwrap_or(0)
+    }
+
+    /// When `server`'s incarnation began, if known.
+    fn incarnation(&self, server: usize) -> Option<Instant> {
+        let known = self.known & Self::bit(server) != 0;
+        self.incarnation_start
+            .get(server)
+            .copied()
+            .filter(|_| known)
+    }
+
+    /// What is known of every server's incarnation.
+    fn incarnations(&self) -> [Option<Instant>; MAX_SERVERS] {
+        core::array::from_fn(|i| self.incarnation(i))
     }
 
     /// C2: whether a vote of `server` at `now` counts under the restart guard:
@@ -209,7 +253,7 @@ impl Servers {
         guard: Option<Duration>,
         now: Instant,
     ) -> ServerOutcome {
-        match (guard, self.incarnation_start.get(server).copied().flatten()) {
+        match (guard, self.incarnation(server)) {
             (None, _) => ServerOutcome::Ok,
             (Some(_), None) => ServerOutcome::RestartUnknown,
             (Some(guard), Some(start)) if now < start.saturating_add(guard) => {
@@ -217,5 +261,37 @@ impl Servers {
             }
             (Some(_), Some(_)) => ServerOutcome::Ok,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::arithmetic_side_effects)]
+    extern crate std;
+    use super::*;
+    use std::format;
+
+    #[test]
+    fn the_restart_guard_reads_what_is_known() {
+        let guard = Some(Duration::from_secs(10));
+        let mut s = Servers::new(3).unwrap();
+        s.set_incarnation(ServerId(1), Instant::from_millis(100 * 1_000));
+        s.set_incarnation(ServerId(9), Instant::from_millis(1_000));
+        let at = |secs: u64| Instant::from_millis(secs * 1_000);
+        assert_eq!(s.vote(0, None, at(0)), ServerOutcome::Ok);
+        assert_eq!(s.vote(0, guard, at(500)), ServerOutcome::RestartUnknown);
+        assert_eq!(s.vote(1, guard, at(105)), ServerOutcome::Restarted);
+        assert_eq!(s.vote(1, guard, at(110)), ServerOutcome::Ok);
+        assert_eq!(s.vote(9, guard, at(500)), ServerOutcome::RestartUnknown);
+        // Equal knowledge compares equal, and prints as an array of options.
+        let mut t = Servers::new(3).unwrap();
+        assert_ne!(s, t);
+        t.set_incarnation(ServerId(1), at(100));
+        assert_eq!(s, t);
+        assert_eq!(
+            format!("{s:?}"),
+            "Servers { len: 3, incarnation_start: [None, Some(Instant { micros: 100000000 }), \
+             None, None, None, None, None, None, None] }"
+        );
     }
 }

@@ -119,13 +119,44 @@ pub struct Plan {
 /// The steps of `plan`, in the order they are sent: `AUTH`, `SELECT`, one
 /// `SCRIPT LOAD` per script of [`redlock_resp::script::ALL`], `INFO server`.
 pub fn steps(plan: Plan) -> impl Iterator<Item = Step> {
-    let auth = plan.auth.then_some(Step::Auth);
-    let select = plan.select.then_some(Step::Select);
-    let loads = redlock_resp::script::ALL.iter().map(|_| Step::ScriptLoad);
-    auth.into_iter()
-        .chain(select)
-        .chain(loads)
-        .chain(core::iter::once(Step::Info))
+    (0..step_count(plan)).filter_map(move |k| step(plan, k))
+}
+
+/// How many steps `plan` has.
+pub fn step_count(plan: Plan) -> usize {
+    usize::from(plan.auth)
+        .saturating_add(usize::from(plan.select))
+        .saturating_add(redlock_resp::script::ALL.len())
+        .saturating_add(1)
+}
+
+/// Step number `k` of `plan` (in the order of [`steps`]), and for a
+/// `SCRIPT LOAD` the script it loads; `None` past the last step. For a
+/// platform that writes the handshake a step at a time.
+pub fn step(plan: Plan, k: usize) -> Option<Step> {
+    step_and_script(plan, k).map(|(step, _)| step)
+}
+
+/// [`step`], with the script a `SCRIPT LOAD` step loads.
+pub fn step_and_script(
+    plan: Plan,
+    k: usize,
+) -> Option<(Step, Option<&'static redlock_resp::Script>)> {
+    let mut k = k;
+    for (on, step) in [(plan.auth, Step::Auth), (plan.select, Step::Select)] {
+        if on {
+            if k == 0 {
+                return Some((step, None));
+            }
+            k = k.saturating_sub(1);
+        }
+    }
+    let scripts = &redlock_resp::script::ALL;
+    match scripts.get(k) {
+        Some(script) => Some((Step::ScriptLoad, Some(script))),
+        None if k == scripts.len() => Some((Step::Info, None)),
+        None => None,
+    }
 }
 
 /// What `INFO server` told about the server.
@@ -234,6 +265,23 @@ pub fn twin_of<I: PartialEq>(identities: &[&[I]], entry: usize) -> Option<Server
         .enumerate()
         .filter(|&(k, _)| k != entry)
         .find(|(_, theirs)| mine.iter().any(|id| theirs.contains(id)))
+        .map(|(k, _)| ServerId(k as u8))
+}
+
+/// [`twin_of`] for one identity per entry (a `run_id`, empty when not known):
+/// the lowest entry other than `entry` whose identity is `mine`. An empty
+/// identity matches nothing.
+pub fn twin_by_id<'a, I>(identities: I, entry: usize, mine: &[u8]) -> Option<ServerId>
+where
+    I: IntoIterator<Item = &'a [u8]>,
+{
+    if mine.is_empty() {
+        return None;
+    }
+    identities
+        .into_iter()
+        .enumerate()
+        .find(|&(k, theirs)| k != entry && theirs == mine)
         .map(|(k, _)| ServerId(k as u8))
 }
 
@@ -361,6 +409,50 @@ mod tests {
     }
 
     #[test]
+    fn each_plan_s_steps_one_at_a_time() {
+        for (auth, select) in [(false, false), (true, false), (false, true), (true, true)] {
+            let plan = Plan {
+                auth,
+                select,
+                info_required: false,
+            };
+            let expected: [Step; 8] = [
+                Step::Auth,
+                Step::Select,
+                Step::ScriptLoad,
+                Step::ScriptLoad,
+                Step::ScriptLoad,
+                Step::ScriptLoad,
+                Step::ScriptLoad,
+                Step::Info,
+            ];
+            let skip = [!auth, !select];
+            let mut want = expected
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| !skip.get(i).copied().unwrap_or(false))
+                .map(|(_, s)| *s);
+            let n = step_count(plan);
+            assert_eq!(n, steps(plan).count());
+            let mut loaded = 0;
+            for k in 0..n {
+                let (this, script) = step_and_script(plan, k).unwrap();
+                assert_eq!(Some(this), want.next(), "{plan:?} {k}");
+                assert_eq!(step(plan, k), Some(this));
+                if this == Step::ScriptLoad {
+                    assert_eq!(script, Some(&redlock_resp::script::ALL[loaded]));
+                    loaded += 1;
+                } else {
+                    assert_eq!(script, None);
+                }
+            }
+            assert_eq!(loaded, redlock_resp::script::ALL.len());
+            assert_eq!(step_and_script(plan, n), None);
+            assert_eq!(step(plan, n + 100), None);
+        }
+    }
+
+    #[test]
     fn same_server_finds_shared_identities() {
         let a: &[u32] = &[1, 2];
         let b: &[u32] = &[3];
@@ -371,5 +463,20 @@ mod tests {
         assert_eq!(twin_of(&[a, b, c], 2), Some(ServerId(0)));
         assert_eq!(twin_of(&[a, b, c], 1), None);
         assert_eq!(twin_of(&[a, b, c], 7), None);
+        // One identity per entry: the same answers.
+        let ids: [&[u8]; 4] = [b"r1", b"r2", b"", b"r1"];
+        assert_eq!(twin_by_id(ids, 3, b"r1"), Some(ServerId(0)));
+        assert_eq!(twin_by_id(ids, 0, b"r1"), Some(ServerId(3)));
+        assert_eq!(twin_by_id(ids, 1, b"r2"), None);
+        assert_eq!(twin_by_id(ids, 2, b""), None);
+        for entry in 0..4 {
+            let mut lists: [&[&[u8]]; 4] = [&[]; 4];
+            for (list, id) in lists.iter_mut().zip(ids.iter()) {
+                if !id.is_empty() {
+                    *list = core::slice::from_ref(id);
+                }
+            }
+            assert_eq!(twin_by_id(ids, entry, ids[entry]), twin_of(&lists, entry));
+        }
     }
 }

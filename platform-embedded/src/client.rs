@@ -686,17 +686,7 @@ where
 
     /// C3: another entry whose last handshake told the same `run_id`.
     fn twin(&self, i: usize, id: &[u8]) -> Option<ServerId> {
-        let mut ids: [&[u8]; SERVERS] = [&[]; SERVERS];
-        for (k, (slot, conn)) in ids.iter_mut().zip(self.conns.iter()).enumerate() {
-            *slot = if k == i { id } else { &conn.run_id };
-        }
-        let mut lists: [&[&[u8]]; SERVERS] = [&[]; SERVERS];
-        for (list, id) in lists.iter_mut().zip(ids.iter()) {
-            if !id.is_empty() {
-                *list = core::slice::from_ref(id);
-            }
-        }
-        handshake::twin_of(&lists, i)
+        handshake::twin_by_id(self.conns.iter().map(|c| c.run_id.as_slice()), i, id)
     }
 
     /// Closes connection `i`. An operation with requests on it learns that
@@ -940,7 +930,7 @@ mod tests {
                 password: Some(password),
                 db: 0,
             };
-            let n = encode_step(&mut buf, Step::Auth, 0, &creds).unwrap();
+            let n = encode_step(&mut buf, Step::Auth, None, &creds).unwrap();
             let len = command_len(&[Some(4), user.map(<[u8]>::len), Some(password.len())]);
             assert_eq!(len, n, "{user:?} {}", password.len());
         }
@@ -955,8 +945,12 @@ mod tests {
             db: u32::MAX,
         };
         let plan = plan(&creds, true);
-        for (k, step) in handshake::steps(plan).enumerate() {
-            assert!(encode_step(&mut buf, step, k, &creds).is_ok(), "{step:?}");
+        for k in 0..handshake::step_count(plan) {
+            let (step, script) = handshake::step_and_script(plan, k).unwrap();
+            assert!(
+                encode_step(&mut buf, step, script, &creds).is_ok(),
+                "{step:?}"
+            );
         }
     }
 }

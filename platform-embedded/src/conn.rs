@@ -3,7 +3,7 @@
 
 use heapless::{Deque, Vec};
 use redlock_core::handshake::{self, Plan, SetupError, Step};
-use redlock_core::redlock_resp::{EncodeError, encode, script};
+use redlock_core::redlock_resp::{EncodeError, Script, encode};
 use redlock_core::{Duration, Instant};
 
 use crate::net::Credentials;
@@ -261,7 +261,7 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
     pub(crate) fn start_handshake(&mut self, creds: &Credentials<'_>, info_required: bool) {
         self.state = State::Handshake;
         self.next_step = 0;
-        self.steps = handshake::steps(plan(creds, info_required)).count();
+        self.steps = handshake::step_count(plan(creds, info_required));
     }
 
     /// Queues as many handshake steps as the output buffer takes now.
@@ -273,13 +273,14 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
     ) -> Result<(), EncodeError> {
         self.compact_out();
         while self.next_step < self.steps {
-            let Some(step) = handshake::steps(plan(creds, info_required)).nth(self.next_step)
+            let Some((step, script)) =
+                handshake::step_and_script(plan(creds, info_required), self.next_step)
             else {
                 break;
             };
             let room = OUT.saturating_sub(self.held);
             let free = self.out.get_mut(self.out_len..room).unwrap_or_default();
-            let len = match encode_step(free, step, self.next_step, creds) {
+            let len = match encode_step(free, step, script, creds) {
                 Ok(len) => len,
                 // Room later, once the buffer drained; never if it is empty.
                 Err(EncodeError::BufferTooSmall { .. }) if self.out_len > 0 => break,
@@ -310,11 +311,12 @@ pub(crate) fn plan(creds: &Credentials<'_>, info_required: bool) -> Plan {
     }
 }
 
-/// Encodes handshake step number `k` (`step`) of a server with `creds`.
+/// Encodes handshake step `step` (loading `script`, for a `SCRIPT LOAD`) of
+/// a server with `creds`.
 pub(crate) fn encode_step(
     buf: &mut [u8],
     step: Step,
-    k: usize,
+    script: Option<&Script>,
     creds: &Credentials<'_>,
 ) -> Result<usize, EncodeError> {
     let password = creds.password.unwrap_or_default();
@@ -324,15 +326,7 @@ pub(crate) fn encode_step(
             None => encode::auth(buf, password),
         },
         Step::Select => encode::select(buf, u64::from(creds.db)),
-        Step::ScriptLoad => {
-            // The scripts follow AUTH and SELECT, in the order of script::ALL.
-            let before =
-                usize::from(creds.password.is_some()).saturating_add(usize::from(creds.db != 0));
-            let source = script::ALL
-                .get(k.saturating_sub(before))
-                .map_or("", |s| s.source);
-            encode::script_load(buf, source.as_bytes())
-        }
+        Step::ScriptLoad => encode::script_load(buf, script.map_or("", |s| s.source).as_bytes()),
         _ => encode::info(buf, Some(b"server")),
     }
 }

@@ -479,7 +479,7 @@ where
             return;
         }
         conn.compact_out();
-        if !conn.queue(bytes, Expect::Op) {
+        if !conn.queue(bytes) {
             // Its output is full of what it has not read: it is stuck.
             rl_log!(warn, "redlock: server {} is not reading; dropped", i);
             let told = conn.owes_op();
@@ -574,22 +574,17 @@ where
 
     /// Parses every complete reply of connection `i` and hands each to the
     /// operation, or to the core's judge of the handshake.
+    #[inline(never)]
     fn dispatch(&mut self, i: usize, op: &mut dyn Driven, now: Instant) -> Result<(), Fail> {
         let info_required = self.config.restart_guard.is_some();
         let plan = plan(&self.creds_of(i), info_required);
         let server = ServerId(i as u8);
         let mut used = 0usize;
         let result = loop {
-            let Some(Conn {
-                inbuf,
-                filled,
-                expect,
-                ..
-            }) = self.conns.get_mut(i)
-            else {
+            let Some(conn) = self.conns.get_mut(i) else {
                 break Err(Fail::Broken);
             };
-            let input = inbuf.get(used..*filled).unwrap_or_default();
+            let input = conn.inbuf.get(used..conn.filled).unwrap_or_default();
             let (reply, len) = match self.parser.parse(input) {
                 Ok(Status::Complete(x)) => x,
                 Ok(Status::Incomplete) => break Ok(()),
@@ -606,7 +601,7 @@ where
             if reply.is_push() {
                 continue;
             }
-            let Some(next) = expect.pop_front() else {
+            let Some(next) = conn.owed.next(plan, conn.next_step) else {
                 rl_log!(warn, "redlock: server {} sent a reply for no request", i);
                 break Err(Fail::Broken);
             };
@@ -654,8 +649,7 @@ where
             if let Some(uptime) = uptime {
                 conn.incarnation = Some(now.saturating_sub(Duration::from_secs(uptime)));
             }
-            let judged = !conn.expect.iter().any(|e| matches!(e, Expect::Step(_)));
-            if judged && conn.next_step >= conn.steps {
+            if conn.owed.judged >= conn.steps {
                 // Every step passed: the server may be used.
                 conn.state = State::Ready;
                 conn.failures = 0;

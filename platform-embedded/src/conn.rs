@@ -1,17 +1,16 @@
 //! One server's connection: its state, fixed buffers, the replies it owes,
 //! and the handshake the core plans.
 
-use heapless::{Deque, Vec};
+use heapless::Vec;
 use redlock_core::handshake::{self, Plan, SetupError, Step};
 use redlock_core::redlock_resp::{EncodeError, Script, encode};
 use redlock_core::{Duration, Instant};
 
 use crate::net::Credentials;
 
-/// Replies a connection can owe at once: the handshake (at most 8 steps)
-/// and a few requests of the running operation, plus late ones of earlier
-/// operations. A connection that owes more is failed (its server stopped
-/// answering).
+/// Requests a connection can have unanswered at once besides its handshake:
+/// a few of the running operation, plus late ones of earlier operations. A
+/// connection that owes more is failed (its server stopped answering).
 pub(crate) const EXPECT: usize = 16;
 
 /// The longest `run_id` kept (Redis uses 40 hex characters).
@@ -30,7 +29,10 @@ pub(crate) enum State {
     Ready,
 }
 
-/// What the next reply on a connection answers.
+/// What the next reply on a connection answers. Replies come in the order
+/// of the requests, and the requests of a connection are always its
+/// handshake steps, then requests of ended operations, then requests of the
+/// running one: so three counts say it all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Expect {
     /// A handshake step, judged by the core.
@@ -61,6 +63,50 @@ impl Refusal {
     }
 }
 
+/// What the replies still to come on a connection answer: its handshake
+/// steps (up to the ones written), then requests of ended operations, then
+/// requests of the running one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Owed {
+    /// Handshake steps judged so far.
+    pub(crate) judged: usize,
+    pub(crate) stale: usize,
+    pub(crate) ops: usize,
+}
+
+impl Owed {
+    pub(crate) const NONE: Owed = Owed {
+        judged: 0,
+        stale: 0,
+        ops: 0,
+    };
+
+    /// Requests sent and not answered, besides the handshake.
+    pub(crate) fn requests(&self) -> usize {
+        self.stale.saturating_add(self.ops)
+    }
+
+    /// What the next reply answers (and it is counted as answered), with
+    /// `written` handshake steps of `plan` sent; `None` when nothing was
+    /// asked.
+    pub(crate) fn next(&mut self, plan: Plan, written: usize) -> Option<Expect> {
+        if self.judged < written {
+            let step = handshake::step(plan, self.judged)?;
+            self.judged = self.judged.saturating_add(1);
+            return Some(Expect::Step(step));
+        }
+        if self.stale > 0 {
+            self.stale = self.stale.saturating_sub(1);
+            return Some(Expect::Stale);
+        }
+        if self.ops > 0 {
+            self.ops = self.ops.saturating_sub(1);
+            return Some(Expect::Op);
+        }
+        None
+    }
+}
+
 /// Why a connection is being closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Fail {
@@ -82,10 +128,11 @@ pub(crate) struct Conn<const IN: usize, const OUT: usize> {
     /// bytes of `out`; `held_stale` once its operation has ended.
     pub(crate) held: usize,
     pub(crate) held_stale: bool,
-    pub(crate) expect: Deque<Expect, EXPECT>,
     /// Handshake steps written so far, and in all.
     pub(crate) next_step: usize,
     pub(crate) steps: usize,
+    /// What the replies still to come answer.
+    pub(crate) owed: Owed,
     /// Connect and handshake must be done by then.
     pub(crate) deadline: Instant,
     /// When a new connect may start (backoff after failed ones).
@@ -113,9 +160,9 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
             out_sent: 0,
             held: 0,
             held_stale: false,
-            expect: Deque::new(),
             next_step: 0,
             steps: 0,
+            owed: Owed::NONE,
             deadline: Instant::ZERO,
             retry_at: Instant::ZERO,
             failures: 0,
@@ -143,25 +190,22 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
         self.out_sent = 0;
         self.held = 0;
         self.held_stale = false;
-        self.expect.clear();
         self.next_step = 0;
         self.steps = 0;
+        self.owed = Owed::NONE;
         self.incarnation = None;
     }
 
     /// Whether the running operation has requests on this connection.
     pub(crate) fn owes_op(&self) -> bool {
-        (self.held > 0 && !self.held_stale) || self.expect.iter().any(|e| *e == Expect::Op)
+        (self.held > 0 && !self.held_stale) || self.owed.ops > 0
     }
 
     /// The operation ended: replies still owed to it are dropped when they
     /// come.
     pub(crate) fn end_op(&mut self) {
-        for e in self.expect.iter_mut() {
-            if *e == Expect::Op {
-                *e = Expect::Stale;
-            }
-        }
+        self.owed.stale = self.owed.stale.saturating_add(self.owed.ops);
+        self.owed.ops = 0;
         self.held_stale = true;
     }
 
@@ -194,7 +238,7 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
 
     /// The handshake passed: the held request joins the output.
     pub(crate) fn release_held(&mut self) {
-        if self.held == 0 || self.expect.is_full() {
+        if self.held == 0 || self.owed.requests() >= EXPECT {
             self.held = 0;
             return;
         }
@@ -208,18 +252,21 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
             }
         }
         self.out_len = self.out_len.saturating_add(self.held).min(OUT);
-        let _ = self.expect.push_back(if self.held_stale {
-            Expect::Stale
+        if self.held_stale {
+            self.owed.stale = self.owed.stale.saturating_add(1);
         } else {
-            Expect::Op
-        });
+            self.owed.ops = self.owed.ops.saturating_add(1);
+        }
         self.held = 0;
         self.held_stale = false;
     }
 
-    /// Appends `bytes` to the output and records what its reply answers.
+    /// Appends `bytes` to the output, a request of the running operation.
     /// `false` (and nothing queued) when the buffer or the queue is full.
-    pub(crate) fn queue(&mut self, bytes: &[u8], expect: Expect) -> bool {
+    pub(crate) fn queue(&mut self, bytes: &[u8]) -> bool {
+        if self.owed.requests() >= EXPECT {
+            return false;
+        }
         let Some(end) = self.out_len.checked_add(bytes.len()) else {
             return false;
         };
@@ -229,12 +276,9 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
         let Some(dst) = self.out.get_mut(self.out_len..end) else {
             return false;
         };
-        if self.expect.is_full() {
-            return false;
-        }
         dst.copy_from_slice(bytes);
         self.out_len = end;
-        let _ = self.expect.push_back(expect);
+        self.owed.ops = self.owed.ops.saturating_add(1);
         true
     }
 
@@ -286,9 +330,6 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
                 Err(EncodeError::BufferTooSmall { .. }) if self.out_len > 0 => break,
                 Err(e) => return Err(e),
             };
-            if self.expect.push_back(Expect::Step(step)).is_err() {
-                break;
-            }
             self.out_len = self.out_len.saturating_add(len);
             self.next_step = self.next_step.saturating_add(1);
         }

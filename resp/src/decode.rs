@@ -9,6 +9,10 @@
 //! Every length read from the wire is checked against [`Limits`] before it is
 //! used, with checked arithmetic, and nested aggregates are walked with an
 //! explicit, bounded stack (no recursion).
+//!
+//! Which types are accepted depends on the `resp3` feature (on by default):
+//! with it, all of RESP2 and RESP3; without it, only RESP2 (`+ - : $ *`), and
+//! any other type byte is [`ParseError::UnknownType`] (see [`Parser::parse`]).
 
 use crate::ServerError;
 
@@ -94,7 +98,10 @@ pub enum Status<T> {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum ParseError {
-    /// The first byte of a value is not a RESP2 or RESP3 type byte.
+    /// The first byte of a value is not a type byte the parser accepts:
+    /// RESP2's `+ - : $ *`, and with the `resp3` feature RESP3's
+    /// `_ # , ( ! = % ~ > |`. Without that feature a RESP3 reply is this
+    /// error, found at its first byte.
     UnknownType(u8),
     /// A length header is not `-1` (where null is allowed) or a plain decimal
     /// number: a sign, a leading zero, a space, `-2`, an empty length.
@@ -268,6 +275,11 @@ impl<'a> Iterator for Elements<'a> {
 }
 
 /// One reply from a Redis server, borrowing from the parser's input.
+///
+/// The variants are the same with or without the `resp3` feature; without
+/// it the parser never produces the RESP3-only ones ([`Reply::Boolean`],
+/// [`Reply::Double`], [`Reply::BigNumber`], [`Reply::Verbatim`]), nor a bulk
+/// error, a `_` null, or a map, set or push aggregate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Reply<'a> {
@@ -363,9 +375,23 @@ impl Parser {
     /// Parses the first reply in `input`.
     ///
     /// Returns the reply and the number of bytes it took; bytes after it are
-    /// left alone. A RESP3 attribute (`|`) before a reply is consumed with it
-    /// and dropped. A RESP3 push (`>`) is returned like any reply: see
-    /// [`Reply::is_push`].
+    /// left alone.
+    ///
+    /// What is accepted depends on the `resp3` feature of this crate:
+    ///
+    /// - Always, RESP2: simple string `+`, error `-`, integer `:`, bulk
+    ///   string `$` (and the null bulk `$-1`), array `*` (and the null array
+    ///   `*-1`), nested within the [`Limits`].
+    /// - With `resp3` (on by default), also RESP3: null `_`, boolean `#`,
+    ///   double `,`, big number `(`, bulk error `!`, verbatim string `=`,
+    ///   map `%`, set `~`, push `>` and attribute `|`. An attribute before a
+    ///   reply is consumed with it and dropped. A push is returned like any
+    ///   reply: see [`Reply::is_push`].
+    /// - Without `resp3`, each of those type bytes, wherever it appears (as
+    ///   the reply, inside an aggregate, or as an attribute before a reply),
+    ///   is [`ParseError::UnknownType`], like any unknown byte: a client
+    ///   that never sends `HELLO 3` closes the connection of a server that
+    ///   answers in RESP3 anyway, and does not link the code that parses it.
     pub fn parse<'a>(&self, input: &'a [u8]) -> Result<Status<(Reply<'a>, usize)>, ParseError> {
         parse_with(input, &self.limits)
     }
@@ -392,12 +418,19 @@ macro_rules! ready {
     };
 }
 
-/// The start of one value: either a whole scalar, or an aggregate header.
+/// The start of one value: a whole scalar, an aggregate header, or (RESP3)
+/// an attribute header.
 enum Element<'a> {
     Scalar(Reply<'a>),
     Open {
-        kind: Option<AggregateKind>, // None: attribute
-        count: usize,                // elements (pairs already doubled)
+        kind: AggregateKind,
+        count: usize, // elements (pairs already doubled)
+    },
+    /// An attribute: `count` elements (pairs doubled) that annotate the value
+    /// after them, and are dropped.
+    #[cfg(feature = "resp3")]
+    Attribute {
+        count: usize,
     },
 }
 
@@ -414,8 +447,8 @@ fn parse_with<'a>(
     }
     let max_depth = limits.depth();
     // remaining[level]: elements still to read at that level. Level 0 is the
-    // reply itself (an attribute before it does not count: the value after
-    // it does); level `d` is inside an aggregate at depth `d`.
+    // reply itself (a RESP3 attribute before it does not count: the value
+    // after it does); level `d` is inside an aggregate at depth `d`.
     let mut remaining = [0usize; MAX_DEPTH_CAP + 1];
     remaining[0] = 1;
     let mut level = 0usize;
@@ -429,39 +462,29 @@ fn parse_with<'a>(
         let rest = input.get(pos..).unwrap_or_default();
         let (element, used) = ready!(element(rest, pos, limits));
         pos = pos.saturating_add(used); // element() checked it against the frame limit
-        match element {
+        // What the element opens: the elements of an aggregate (or of an
+        // attribute) that follow it.
+        let count = match element {
             Element::Scalar(scalar) => {
                 if level == 0 {
                     return Ok(Status::Complete((scalar, pos)));
                 }
                 decrement(&mut remaining, level);
+                0
             }
             Element::Open { kind, count } => {
                 if level == 0 {
-                    // The reply, or an attribute before it, is at depth 1.
-                    if max_depth == 0 {
-                        return Err(ParseError::TooDeep);
-                    }
-                    if let Some(kind) = kind {
-                        reply = (kind, count, pos);
-                    }
+                    reply = (kind, count, pos);
                 }
-                // An attribute does not count as an element of its parent:
-                // the value after it does.
-                if kind.is_some() {
-                    decrement(&mut remaining, level);
-                }
-                if count > 0 {
-                    if level >= max_depth {
-                        return Err(ParseError::TooDeep);
-                    }
-                    level = level.saturating_add(1);
-                    if let Some(slot) = remaining.get_mut(level) {
-                        *slot = count;
-                    }
-                }
+                decrement(&mut remaining, level);
+                count
             }
-        }
+            // An attribute does not count as an element of its parent (or
+            // as the reply): the value after it does.
+            #[cfg(feature = "resp3")]
+            Element::Attribute { count } => count,
+        };
+        open(&mut remaining, &mut level, count, max_depth)?;
         while remaining.get(level).is_some_and(|&r| r == 0) {
             if level == 0 {
                 // Level 0 only reaches zero once the reply is an aggregate.
@@ -473,6 +496,32 @@ fn parse_with<'a>(
             level = level.saturating_sub(1);
         }
     }
+}
+
+/// Enters an aggregate (or attribute) of `count` elements whose header was
+/// read at `level`, so at depth `level + 1`. The reply, or an attribute
+/// before it, is at depth 1 even when empty; an empty one nested deeper, like
+/// a scalar (`count` 0), opens nothing and is not checked.
+#[cfg_attr(not(target_os = "none"), inline(always))]
+fn open(
+    remaining: &mut [usize; MAX_DEPTH_CAP + 1],
+    level: &mut usize,
+    count: usize,
+    max_depth: usize,
+) -> Result<(), ParseError> {
+    if *level == 0 && max_depth == 0 {
+        return Err(ParseError::TooDeep);
+    }
+    if count > 0 {
+        if *level >= max_depth {
+            return Err(ParseError::TooDeep);
+        }
+        *level = level.saturating_add(1);
+        if let Some(slot) = remaining.get_mut(*level) {
+            *slot = count;
+        }
+    }
+    Ok(())
 }
 
 /// One element fewer to read at `level`.
@@ -498,23 +547,8 @@ fn element<'a>(
     let Some((&ty, rest)) = input.split_first() else {
         return Ok(Status::Incomplete);
     };
-    if !matches!(
-        ty,
-        b'+' | b'-'
-            | b':'
-            | b'$'
-            | b'*'
-            | b'_'
-            | b'#'
-            | b','
-            | b'('
-            | b'!'
-            | b'='
-            | b'%'
-            | b'~'
-            | b'>'
-            | b'|'
-    ) {
+    // Refused at its first byte, before its line is awaited.
+    if !is_type(ty) {
         return Err(ParseError::UnknownType(ty));
     }
     let (line, line_used) = ready!(line(rest, limits.max_line_len));
@@ -529,11 +563,40 @@ fn element<'a>(
         b'+' => scalar(Reply::Simple(line)),
         b'-' => scalar(Reply::Error(ServerError::new(line))),
         b':' => scalar(Reply::Integer(integer(line)?)),
-        b'$' | b'!' | b'=' | b'*' | b'%' | b'~' | b'>' | b'|' => {
+        #[cfg(feature = "resp3")]
+        b'_' => {
+            if !line.is_empty() {
+                return Err(ParseError::InvalidNull);
+            }
+            scalar(Reply::Nil)
+        }
+        #[cfg(feature = "resp3")]
+        b'#' => match line {
+            b"t" => scalar(Reply::Boolean(true)),
+            b"f" => scalar(Reply::Boolean(false)),
+            _ => Err(ParseError::InvalidBoolean),
+        },
+        #[cfg(feature = "resp3")]
+        b',' => {
+            if !is_double(line) {
+                return Err(ParseError::InvalidDouble);
+            }
+            scalar(Reply::Double(line))
+        }
+        #[cfg(feature = "resp3")]
+        b'(' => {
+            let digits = line.strip_prefix(b"-").unwrap_or(line);
+            if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+                return Err(ParseError::InvalidBigNumber);
+            }
+            scalar(Reply::BigNumber(line))
+        }
+        // Types with a length: `$ *`, and with RESP3 `! = % ~ > |`.
+        _ => {
             if line == b"-1" && (ty == b'$' || ty == b'*') {
                 return scalar(Reply::Nil);
             }
-            let bulk = matches!(ty, b'$' | b'!' | b'=');
+            let bulk = is_bulk(ty);
             let (max, too_long) = if bulk {
                 (limits.max_bulk_len, ParseError::BulkTooLong)
             } else {
@@ -557,52 +620,68 @@ fn element<'a>(
                     _ => return Err(ParseError::MissingCrlf),
                 }
                 let reply = match ty {
-                    b'$' => Reply::Bulk(data),
+                    #[cfg(feature = "resp3")]
                     b'!' => Reply::Error(ServerError::new(data)),
-                    _ => match (data.get(..3), data.get(3), data.get(4..)) {
+                    #[cfg(feature = "resp3")]
+                    b'=' => match (data.get(..3), data.get(3), data.get(4..)) {
                         (Some(format), Some(b':'), Some(text)) => Reply::Verbatim { format, text },
                         _ => return Err(ParseError::InvalidVerbatim),
                     },
+                    _ => Reply::Bulk(data),
                 };
                 return Ok(Status::Complete((Element::Scalar(reply), used)));
             }
-            let (kind, count) = match ty {
-                b'*' => (Some(AggregateKind::Array), n),
-                b'~' => (Some(AggregateKind::Set), n),
-                b'>' => (Some(AggregateKind::Push), n),
-                b'%' => (
-                    Some(AggregateKind::Map),
-                    n.checked_mul(2).ok_or(ParseError::AggregateTooLong)?,
-                ),
-                _ => (None, n.checked_mul(2).ok_or(ParseError::AggregateTooLong)?),
+            let element = match ty {
+                #[cfg(feature = "resp3")]
+                b'~' => Element::Open {
+                    kind: AggregateKind::Set,
+                    count: n,
+                },
+                #[cfg(feature = "resp3")]
+                b'>' => Element::Open {
+                    kind: AggregateKind::Push,
+                    count: n,
+                },
+                #[cfg(feature = "resp3")]
+                b'%' => Element::Open {
+                    kind: AggregateKind::Map,
+                    count: n.checked_mul(2).ok_or(ParseError::AggregateTooLong)?,
+                },
+                #[cfg(feature = "resp3")]
+                b'|' => Element::Attribute {
+                    count: n.checked_mul(2).ok_or(ParseError::AggregateTooLong)?,
+                },
+                _ => Element::Open {
+                    kind: AggregateKind::Array,
+                    count: n,
+                },
             };
-            Ok(Status::Complete((Element::Open { kind, count }, head)))
+            Ok(Status::Complete((element, head)))
         }
-        b'_' => {
-            if !line.is_empty() {
-                return Err(ParseError::InvalidNull);
-            }
-            scalar(Reply::Nil)
-        }
-        b'#' => match line {
-            b"t" => scalar(Reply::Boolean(true)),
-            b"f" => scalar(Reply::Boolean(false)),
-            _ => Err(ParseError::InvalidBoolean),
-        },
-        b',' => {
-            if !is_double(line) {
-                return Err(ParseError::InvalidDouble);
-            }
-            scalar(Reply::Double(line))
-        }
-        b'(' => {
-            let digits = line.strip_prefix(b"-").unwrap_or(line);
-            if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-                return Err(ParseError::InvalidBigNumber);
-            }
-            scalar(Reply::BigNumber(line))
-        }
-        _ => Err(ParseError::UnknownType(ty)),
+    }
+}
+
+/// The type bytes the parser accepts: RESP2's, and RESP3's with the `resp3`
+/// feature.
+#[cfg_attr(not(target_os = "none"), inline(always))]
+fn is_type(ty: u8) -> bool {
+    match ty {
+        b'+' | b'-' | b':' | b'$' | b'*' => true,
+        #[cfg(feature = "resp3")]
+        b'_' | b'#' | b',' | b'(' | b'!' | b'=' | b'%' | b'~' | b'>' | b'|' => true,
+        _ => false,
+    }
+}
+
+/// The type bytes of a length-prefixed string: `$`, and RESP3's bulk error
+/// `!` and verbatim string `=` with the `resp3` feature.
+#[cfg_attr(not(target_os = "none"), inline(always))]
+fn is_bulk(ty: u8) -> bool {
+    match ty {
+        b'$' => true,
+        #[cfg(feature = "resp3")]
+        b'!' | b'=' => true,
+        _ => false,
     }
 }
 
@@ -687,6 +766,8 @@ fn integer(line: &[u8]) -> Result<i64, ParseError> {
     Ok(n)
 }
 
+/// A RESP3 double: a decimal number, `inf`, `-inf` or `nan`.
+#[cfg(feature = "resp3")]
 fn is_double(line: &[u8]) -> bool {
     match line {
         b"inf" | b"-inf" | b"nan" => true,

@@ -1,6 +1,11 @@
 //! Table tests of the reply parser: every reply type, every error, and the
 //! streaming properties (prefixes are incomplete, split feeding gives the same
 //! result, trailing bytes do not change what is consumed).
+//!
+//! They run with and without the `resp3` feature: `cargo test -p
+//! redlock-resp` and `cargo test -p redlock-resp --no-default-features`. The
+//! RESP3 frames are tables of their own: with the feature they parse, without
+//! it each is `UnknownType` (see `mod resp2_only`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
@@ -14,8 +19,26 @@ fn complete(reply: Reply<'_>, used: usize) -> Outcome<'_> {
     Ok(Status::Complete((reply, used)))
 }
 
+/// The type bytes the parser accepts as the first byte of a value.
+fn type_bytes() -> &'static [u8] {
+    if cfg!(feature = "resp3") {
+        b"+-:$*_#,(!=%~>|"
+    } else {
+        b"+-:$*"
+    }
+}
+
 /// Valid frames and the reply each must parse to (the whole input is the frame).
 fn valid_frames() -> Vec<(&'static [u8], Reply<'static>)> {
+    let mut frames = resp2_frames();
+    if cfg!(feature = "resp3") {
+        frames.extend(resp3_frames());
+    }
+    frames
+}
+
+/// Valid RESP2 frames and their replies.
+fn resp2_frames() -> Vec<(&'static [u8], Reply<'static>)> {
     vec![
         (b"+OK\r\n", Reply::Simple(b"OK")),
         (b"+\r\n", Reply::Simple(b"")),
@@ -47,6 +70,12 @@ fn valid_frames() -> Vec<(&'static [u8], Reply<'static>)> {
             Reply::Bulk(b"\r\n\0*$\r\n\xff"),
         ),
         (b"*-1\r\n", Reply::Nil),
+    ]
+}
+
+/// Valid RESP3 scalar frames and their replies (with the `resp3` feature).
+fn resp3_frames() -> Vec<(&'static [u8], Reply<'static>)> {
+    vec![
         (b"_\r\n", Reply::Nil),
         (b"#t\r\n", Reply::Boolean(true)),
         (b"#f\r\n", Reply::Boolean(false)),
@@ -89,8 +118,17 @@ fn err(message: &[u8]) -> Reply<'_> {
     Reply::Error(redlock_resp::ServerError::new(message))
 }
 
-/// Valid aggregate frames: (input, kind, flat element count, decoded elements).
+/// Valid aggregate frames: (input, kind, decoded elements).
 fn aggregate_frames() -> Vec<(&'static [u8], AggregateKind, Vec<Reply<'static>>)> {
+    let mut frames = resp2_aggregate_frames();
+    if cfg!(feature = "resp3") {
+        frames.extend(resp3_aggregate_frames());
+    }
+    frames
+}
+
+/// Valid RESP2 aggregate frames.
+fn resp2_aggregate_frames() -> Vec<(&'static [u8], AggregateKind, Vec<Reply<'static>>)> {
     vec![
         (b"*0\r\n", AggregateKind::Array, vec![]),
         (
@@ -103,6 +141,13 @@ fn aggregate_frames() -> Vec<(&'static [u8], AggregateKind, Vec<Reply<'static>>)
             AggregateKind::Array,
             vec![Reply::Simple(b"OK"), err(b"ERR x")],
         ),
+    ]
+}
+
+/// Valid RESP3 aggregate frames (with the `resp3` feature): each holds a
+/// RESP3 type, at its start or inside.
+fn resp3_aggregate_frames() -> Vec<(&'static [u8], AggregateKind, Vec<Reply<'static>>)> {
+    vec![
         (
             b"%2\r\n+first\r\n:1\r\n+second\r\n#f\r\n",
             AggregateKind::Map,
@@ -232,6 +277,21 @@ fn nested_arrays_iterate_at_every_level() {
 }
 
 #[test]
+fn only_the_type_bytes_start_a_value() {
+    for b in 0..=u8::MAX {
+        let expected = if type_bytes().contains(&b) {
+            Ok(Status::Incomplete)
+        } else {
+            Err(ParseError::UnknownType(b))
+        };
+        assert_eq!(parse_reply(&[b]), expected, "{:?}", b as char);
+        // The same inside an array.
+        assert_eq!(parse_reply(&[b'*', b'1', b'\r', b'\n', b]), expected);
+    }
+}
+
+#[cfg(feature = "resp3")]
+#[test]
 fn top_level_attribute_is_consumed_with_the_reply() {
     let frame = b"|1\r\n+key-popularity\r\n%2\r\n$1\r\na\r\n,0.1923\r\n$1\r\nb\r\n,0.0012\r\n*2\r\n:2039123\r\n:9543892\r\n";
     let Ok(Status::Complete((reply, used))) = parse_reply(frame) else {
@@ -248,6 +308,7 @@ fn top_level_attribute_is_consumed_with_the_reply() {
     assert_eq!(parse_reply(frame), complete(Reply::Integer(7), frame.len()));
 }
 
+#[cfg(feature = "resp3")]
 #[test]
 fn push_is_recognisable_and_skippable() {
     let stream = b">2\r\n+invalidate\r\n*1\r\n$3\r\nkey\r\n+OK\r\n";
@@ -270,7 +331,9 @@ fn valid_frames_have_the_streaming_properties() {
         assert_streaming_properties(frame);
     }
     assert_streaming_properties(b"*3\r\n*2\r\n:1\r\n*1\r\n$1\r\nx\r\n*0\r\n+end\r\n");
-    assert_streaming_properties(b"|1\r\n+a\r\n+b\r\n%1\r\n_\r\n~1\r\n#t\r\n");
+    if cfg!(feature = "resp3") {
+        assert_streaming_properties(b"|1\r\n+a\r\n+b\r\n%1\r\n_\r\n~1\r\n#t\r\n");
+    }
 }
 
 #[test]
@@ -285,7 +348,6 @@ fn malformed_input_is_a_typed_error() {
         (b"$\r\n", InvalidLength),
         (b"$abc\r\n", InvalidLength),
         (b"*1a\r\n", InvalidLength),
-        (b"%-1\r\n", InvalidLength),
         (b":12a\r\n", InvalidInteger),
         (b":\r\n", InvalidInteger),
         (b":+1\r\n", InvalidInteger),
@@ -297,7 +359,6 @@ fn malformed_input_is_a_typed_error() {
         (b"$99999999999999999999999999\r\n", BulkTooLong),
         (b"*9999999999999999999\r\n", AggregateTooLong),
         (b"*4294967295\r\n", AggregateTooLong),
-        (b"%4294967295\r\n", AggregateTooLong),
         (b"$3\r\nabcd\r\n", MissingCrlf),
         (b"$3\r\nabc\n\r", MissingCrlf),
         (b"$1\n", InvalidLine),
@@ -307,15 +368,6 @@ fn malformed_input_is_a_typed_error() {
         (b"?what\r\n", UnknownType(b'?')),
         (b"\r\n", UnknownType(b'\r')),
         (b"OK\r\n", UnknownType(b'O')),
-        (b"_x\r\n", InvalidNull),
-        (b"#x\r\n", InvalidBoolean),
-        (b"#\r\n", InvalidBoolean),
-        (b",abc\r\n", InvalidDouble),
-        (b",\r\n", InvalidDouble),
-        (b"(12x\r\n", InvalidBigNumber),
-        (b"(-\r\n", InvalidBigNumber),
-        (b"=3\r\ntxt\r\n", InvalidVerbatim),
-        (b"=4\r\ntxt-\r\n", InvalidVerbatim),
         (b"$?\r\n", Streamed),
         (b"*?\r\n", Streamed),
         // Errors inside aggregates are found too.
@@ -332,6 +384,39 @@ fn malformed_input_is_a_typed_error() {
         // Display never panics and says something.
         assert!(!expected.to_string().is_empty());
     }
+    for &(input, expected) in malformed_resp3() {
+        // Without the feature, the type byte alone is enough to refuse them.
+        let expected = if cfg!(feature = "resp3") {
+            expected
+        } else {
+            UnknownType(input[0])
+        };
+        assert_eq!(
+            parse_reply(input),
+            Err(expected),
+            "{:?}",
+            String::from_utf8_lossy(input)
+        );
+        assert!(!expected.to_string().is_empty());
+    }
+}
+
+/// Malformed RESP3 values and their error with the `resp3` feature.
+fn malformed_resp3() -> &'static [(&'static [u8], ParseError)] {
+    use ParseError::*;
+    &[
+        (b"%-1\r\n", InvalidLength),
+        (b"%4294967295\r\n", AggregateTooLong),
+        (b"_x\r\n", InvalidNull),
+        (b"#x\r\n", InvalidBoolean),
+        (b"#\r\n", InvalidBoolean),
+        (b",abc\r\n", InvalidDouble),
+        (b",\r\n", InvalidDouble),
+        (b"(12x\r\n", InvalidBigNumber),
+        (b"(-\r\n", InvalidBigNumber),
+        (b"=3\r\ntxt\r\n", InvalidVerbatim),
+        (b"=4\r\ntxt-\r\n", InvalidVerbatim),
+    ]
 }
 
 #[test]
@@ -378,11 +463,14 @@ fn limits_hold_at_the_bound_and_fail_one_past_it() {
         Ok(Status::Complete(_))
     ));
     assert_eq!(p.parse(b"*4\r\n"), Err(ParseError::AggregateTooLong));
-    assert!(matches!(
-        p.parse(b"%1\r\n:1\r\n:2\r\n"),
-        Ok(Status::Complete(_))
-    ));
-    assert_eq!(p.parse(b"~4\r\n"), Err(ParseError::AggregateTooLong));
+    if cfg!(feature = "resp3") {
+        assert!(matches!(
+            p.parse(b"%1\r\n:1\r\n:2\r\n"),
+            Ok(Status::Complete(_))
+        ));
+        assert_eq!(p.parse(b"%4\r\n"), Err(ParseError::AggregateTooLong));
+        assert_eq!(p.parse(b"~4\r\n"), Err(ParseError::AggregateTooLong));
+    }
     // Depth.
     assert!(matches!(
         p.parse(b"*1\r\n*1\r\n:1\r\n"),
@@ -501,9 +589,154 @@ fn server_errors_are_classified_by_prefix() {
         assert_eq!(e.message(), message, "other errors are kept verbatim");
     }
     // A RESP3 bulk error is classified the same way.
+    if !cfg!(feature = "resp3") {
+        return;
+    }
     let Ok(Status::Complete((reply, _))) = parse_reply(b"!28\r\nNOSCRIPT No matching script.\r\n")
     else {
         panic!()
     };
     assert_eq!(reply.as_error().unwrap().kind(), ErrorKind::NoScript);
+}
+
+/// Without the `resp3` feature the parser accepts RESP2 only: every RESP3
+/// type byte is refused as `UnknownType` wherever it appears, as soon as it
+/// arrives, and the rest (RESP2, incomplete input, the limits) is unchanged.
+#[cfg(not(feature = "resp3"))]
+mod resp2_only {
+    use super::*;
+
+    const RESP3_TYPE_BYTES: &[u8] = b"_#,(!=%~>|";
+
+    /// Every valid RESP3 frame of the tables, and attribute and push frames.
+    fn resp3_inputs() -> Vec<&'static [u8]> {
+        let mut inputs: Vec<&[u8]> = resp3_frames().into_iter().map(|(f, _)| f).collect();
+        inputs.extend(
+            resp3_aggregate_frames()
+                .into_iter()
+                .map(|(f, _, _)| f)
+                .filter(|f| f[0] != b'*'),
+        );
+        inputs.extend([
+            &b"|1\r\n+ttl\r\n:3600\r\n+OK\r\n"[..],
+            b">2\r\n+invalidate\r\n*0\r\n",
+            b"%0\r\n",
+            b"~0\r\n",
+            b"|0\r\n:1\r\n",
+        ]);
+        inputs
+    }
+
+    #[test]
+    fn every_resp3_type_byte_is_unknown_type() {
+        for &ty in RESP3_TYPE_BYTES {
+            assert_eq!(parse_reply(&[ty]), Err(ParseError::UnknownType(ty)));
+        }
+        for input in resp3_inputs() {
+            assert_eq!(
+                parse_reply(input),
+                Err(ParseError::UnknownType(input[0])),
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+            // The type byte is enough: no prefix that holds it is incomplete.
+            for len in 1..=input.len() {
+                assert_eq!(
+                    parse_reply(&input[..len]),
+                    Err(ParseError::UnknownType(input[0]))
+                );
+            }
+            assert_eq!(parse_reply(&input[..0]), Ok(Status::Incomplete));
+        }
+    }
+
+    #[test]
+    fn a_resp3_value_inside_an_array_is_unknown_type() {
+        for inner in resp3_inputs() {
+            let ty = inner[0];
+            for prefix in [
+                &b"*1\r\n"[..],
+                b"*2\r\n:1\r\n",
+                b"*3\r\n$2\r\nab\r\n*0\r\n",
+                b"*1\r\n*1\r\n*1\r\n",
+                b"*2\r\n*1\r\n+a\r\n",
+            ] {
+                let mut frame = prefix.to_vec();
+                frame.extend_from_slice(inner);
+                frame.extend_from_slice(b":9\r\n");
+                assert_eq!(
+                    parse_reply(&frame),
+                    Err(ParseError::UnknownType(ty)),
+                    "{:?}",
+                    String::from_utf8_lossy(&frame)
+                );
+                // Incomplete up to the RESP3 byte, refused from it on.
+                let at = prefix.len();
+                for len in 0..=frame.len() {
+                    let expected = if len <= at {
+                        Ok(Status::Incomplete)
+                    } else {
+                        Err(ParseError::UnknownType(ty))
+                    };
+                    assert_eq!(parse_reply(&frame[..len]), expected, "{len}");
+                }
+            }
+        }
+        // The shared table's array that holds an attribute.
+        let frame = b"*2\r\n|1\r\n+ttl\r\n:3600\r\n$1\r\na\r\n:2\r\n";
+        assert!(resp3_aggregate_frames().iter().any(|(f, _, _)| f == frame));
+        assert_eq!(parse_reply(frame), Err(ParseError::UnknownType(b'|')));
+    }
+
+    #[test]
+    fn an_attribute_before_a_reply_is_unknown_type() {
+        for frame in [
+            &b"|1\r\n+key-popularity\r\n%2\r\n$1\r\na\r\n,0.1923\r\n$1\r\nb\r\n,0.0012\r\n*2\r\n:2039123\r\n:9543892\r\n"[..],
+            b"|0\r\n|1\r\n+a\r\n+b\r\n:7\r\n",
+            b"|1\r\n+a\r\n+b\r\n+OK\r\n",
+        ] {
+            assert_eq!(parse_reply(frame), Err(ParseError::UnknownType(b'|')));
+        }
+    }
+
+    #[test]
+    fn the_limits_and_the_order_of_errors_are_unchanged() {
+        let p = Parser::new(tiny());
+        // A limit broken before the RESP3 byte is reported, as any error
+        // found earlier in the stream is.
+        assert_eq!(p.parse(b"*4\r\n_\r\n"), Err(ParseError::AggregateTooLong));
+        assert_eq!(
+            p.parse(b"*1\r\n*1\r\n*1\r\n_\r\n"),
+            Err(ParseError::TooDeep)
+        );
+        assert_eq!(
+            p.parse(b"*1\r\n$9\r\n123456789\r\n"),
+            Err(ParseError::BulkTooLong)
+        );
+        // A RESP3 byte is refused at once, whatever the limits.
+        for &ty in RESP3_TYPE_BYTES {
+            assert_eq!(p.parse(&[ty]), Err(ParseError::UnknownType(ty)));
+            assert_eq!(
+                p.parse(&[b'*', b'1', b'\r', b'\n', ty, b'9', b'9', b'9']),
+                Err(ParseError::UnknownType(ty))
+            );
+        }
+        // A depth of 0 refuses an array before its elements are read.
+        let flat = Parser::new(Limits {
+            max_depth: 0,
+            ..Limits::DEFAULT
+        });
+        assert_eq!(flat.parse(b"*0\r\n"), Err(ParseError::TooDeep));
+        assert_eq!(flat.parse(b"*1\r\n_\r\n"), Err(ParseError::TooDeep));
+        assert_eq!(flat.parse(b"$-1\r\n"), complete(Reply::Nil, 5));
+        // Null bulk and null array are RESP2 and stay accepted.
+        assert_eq!(parse_reply(b"$-1\r\n"), complete(Reply::Nil, 5));
+        assert_eq!(parse_reply(b"*-1\r\n"), complete(Reply::Nil, 5));
+        let Ok(Status::Complete((Reply::Aggregate(nulls), 14))) =
+            parse_reply(b"*2\r\n$-1\r\n*-1\r\n")
+        else {
+            panic!()
+        };
+        assert_eq!(nulls.iter().collect::<Vec<_>>(), [Reply::Nil, Reply::Nil]);
+    }
 }

@@ -37,10 +37,11 @@ pub fn require_qemu() {
     );
 }
 
-/// Builds firmware binary `bin` (release, `--locked`) and returns the path
-/// of its ELF, wherever the target directory is (`CARGO_TARGET_DIR`, a
-/// cargo config): cargo's JSON messages name the executable.
-pub fn build_firmware(bin: &str) -> PathBuf {
+/// Builds firmware binary `bin` (release, `--locked`, with the firmware's
+/// cargo `features`) and returns the path of its ELF, wherever the target
+/// directory is (`CARGO_TARGET_DIR`, a cargo config): cargo's JSON messages
+/// name the executable.
+pub fn build_firmware(bin: &str, features: &[&str]) -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let out = Command::new(cargo)
         .current_dir(firmware_dir())
@@ -51,6 +52,7 @@ pub fn build_firmware(bin: &str) -> PathBuf {
         .env_remove("CARGO_BUILD_RUSTFLAGS")
         .env_remove("CARGO_BUILD_TARGET")
         .args(["build", "--release", "--locked", "--bin", bin])
+        .args(features.iter().flat_map(|f| ["--features", f]))
         .arg("--message-format=json-render-diagnostics")
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())

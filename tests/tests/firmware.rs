@@ -26,7 +26,7 @@ fn gateway() -> PathBuf {
     static ELF: OnceLock<PathBuf> = OnceLock::new();
     ELF.get_or_init(|| {
         require_qemu();
-        build_firmware("gateway")
+        build_firmware("gateway", &[])
     })
     .clone()
 }

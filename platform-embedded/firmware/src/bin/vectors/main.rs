@@ -8,7 +8,7 @@
 //! its message and exits 1.
 //!
 //! ```sh
-//! cd platform-embedded/firmware && cargo run --release --bin vectors
+//! cd platform-embedded/firmware && cargo run --release --bin vectors --features resp3
 //! ```
 
 #![no_std]

@@ -10,8 +10,6 @@ use redlock_core::{
     Operation, Release, Released, Retry, ServerId, Servers, Transmit, Unsolicited,
 };
 
-use heapless::Vec;
-
 use crate::conn::{Buffers, Conn, Expect, Fail, RUN_ID_LEN, Refusal, State, plan};
 use crate::error::Error;
 use crate::net::{Clock, Credentials, Link, Network};
@@ -622,33 +620,32 @@ where
             };
             // Fail closed: any error to the handshake, and the server is not
             // used until a later handshake passes.
-            let (uptime, run_id) = match handshake::judge(step, &reply, plan) {
-                Ok(Verdict::Ok) => (None, None),
-                Ok(Verdict::Info(info)) => (
-                    info.uptime_secs,
-                    info.run_id.map(|id| {
+            match handshake::judge(step, &reply, plan) {
+                Ok(Verdict::Ok) => {}
+                Ok(Verdict::Info(info)) => {
+                    if let Some(uptime) = info.uptime_secs {
+                        conn.incarnation = Some(now.saturating_sub(Duration::from_secs(uptime)));
+                    }
+                    conn.run_id.clear();
+                    if let Some(id) = info.run_id {
                         // Redis's are 40 characters: keep at most that many.
                         let id = id.get(..RUN_ID_LEN).unwrap_or(id);
-                        Vec::<u8, RUN_ID_LEN>::from_slice(id).unwrap_or_default()
-                    }),
-                ),
-                Err(why) => break Err(Fail::Refused(why)),
-            };
-            if let Some(id) = run_id.as_ref().filter(|id| !id.is_empty()) {
-                // One process behind two entries must not vote twice.
-                if let Some(twin) = self.twin(i, id) {
-                    break Err(Fail::Refused(SetupError::SameServer(twin)));
+                        let _ = conn.run_id.extend_from_slice(id);
+                    }
+                    // One process behind two entries must not vote twice.
+                    let twin = self.conns.get(i).and_then(|c| self.twin(i, &c.run_id));
+                    if let Some(twin) = twin {
+                        if let Some(conn) = self.conns.get_mut(i) {
+                            conn.run_id.clear();
+                        }
+                        break Err(Fail::Refused(SetupError::SameServer(twin)));
+                    }
                 }
+                Err(why) => break Err(Fail::Refused(why)),
             }
             let Some(conn) = self.conns.get_mut(i) else {
                 break Err(Fail::Broken);
             };
-            if let Some(id) = run_id {
-                conn.run_id = id;
-            }
-            if let Some(uptime) = uptime {
-                conn.incarnation = Some(now.saturating_sub(Duration::from_secs(uptime)));
-            }
             if conn.owed.judged >= conn.steps {
                 // Every step passed: the server may be used.
                 conn.state = State::Ready;

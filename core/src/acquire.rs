@@ -442,7 +442,7 @@ impl<R: AsRef<[u8]>> Operation for Acquire<R> {
             Phase::Voting | Phase::Fencing(_) => {
                 let usable = self.ttl.saturating_sub(self.config.drift.for_ttl(self.ttl));
                 let end = self.attempt_start.saturating_add(usable);
-                self.engine.poll_timeout().map(|d| d.min(end))
+                self.engine.poll_timeout_until(end)
             }
             Phase::Backoff(at) => Some(at),
             Phase::Done if self.is_finished() => None,

@@ -187,9 +187,7 @@ impl<R: AsRef<[u8]>> Operation for Extend<R> {
         if self.outcome.is_some() {
             None
         } else {
-            self.engine
-                .poll_timeout()
-                .map(|d| d.min(self.lock.valid_until()))
+            self.engine.poll_timeout_until(self.lock.valid_until())
         }
     }
 

@@ -434,11 +434,19 @@ impl Engine {
     }
 
     /// The earliest deadline of a request sent and still awaited.
+    #[inline(always)]
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        self.poll_timeout_until(Instant::MAX)
+    }
+
+    /// The earliest deadline of a request sent and still awaited, or `cap`
+    /// if it is earlier; `None` when nothing is awaited. (One copy of the
+    /// code for the operations that stop waiting at an end of their own.)
+    pub(crate) fn poll_timeout_until(&self, cap: Instant) -> Option<Instant> {
         let mut next: Option<Instant> = None;
         for s in self.slots() {
             if s.outcome == ServerOutcome::Pending && !s.send {
-                next = Some(next.map_or(s.deadline, |n| n.min(s.deadline)));
+                next = Some(next.unwrap_or(cap).min(s.deadline));
             }
         }
         next

@@ -185,6 +185,8 @@ pub struct Instant {
 impl Instant {
     /// The origin of the clock.
     pub const ZERO: Instant = Instant { micros: 0 };
+    /// The latest instant.
+    pub(crate) const MAX: Instant = Instant { micros: u64::MAX };
 
     /// From microseconds since the clock's origin.
     pub const fn from_micros(micros: u64) -> Instant {

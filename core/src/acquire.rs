@@ -198,7 +198,7 @@ impl<R: AsRef<[u8]>> Acquire<R> {
             // answered without one.
             let read = t.answered_with_counter;
             let voted = t.ok;
-            let others_majority = (n.saturating_sub(1) / 2).saturating_add(1);
+            let others_majority = (n.saturating_sub(1) / 2).wrapping_add(1);
             let new_resource = read == 0 && t.answered() == n;
             #[cfg(feature = "mutants")]
             let new_resource = new_resource || self.config.mutants.naive_fence;
@@ -207,7 +207,7 @@ impl<R: AsRef<[u8]>> Acquire<R> {
             } else {
                 t.ok_with_counter
             };
-            let hopeless = t.pending == 0 || voted.saturating_add(t.pending) < quorum;
+            let hopeless = t.pending == 0 || voted.wrapping_add(t.pending) < quorum;
             // C6: every server answered and a majority voted, yet too few
             // counters are known: the counters were lost, not the servers,
             // and waiting does not bring them back.
@@ -353,7 +353,7 @@ impl<R: AsRef<[u8]>> Acquire<R> {
 /// connection lost, error) were too few to block a majority by
 /// themselves. Otherwise unavailable.
 fn classify(t: &Tally, quorum: usize) -> FailureKind {
-    let held = t.held.saturating_add(t.not_held);
+    let held = t.held.wrapping_add(t.not_held);
     if held > 0 && t.not_failed() >= quorum {
         FailureKind::Conflict
     } else {

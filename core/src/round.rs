@@ -527,6 +527,10 @@ impl Engine {
 }
 
 /// The outcomes of a round, counted once for the decisions that read them.
+///
+/// Each count is of distinct servers among `servers` (at most
+/// [`MAX_SERVERS`]): sums and differences of counts cannot overflow, and
+/// are computed with wrapping arithmetic (no saturation code).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Tally {
     /// Servers in the round.
@@ -557,20 +561,21 @@ pub(crate) struct Tally {
 impl Tally {
     /// Answered with something other than `Ok`, or did not answer in time.
     pub(crate) fn failed(&self) -> usize {
+        // `ok` and `pending` count distinct servers: no more than `servers`.
         self.servers
-            .saturating_sub(self.ok)
-            .saturating_sub(self.pending)
+            .wrapping_sub(self.ok)
+            .wrapping_sub(self.pending)
     }
 
     /// Answered the request: voted or refused because the key is held.
     pub(crate) fn answered(&self) -> usize {
-        self.ok.saturating_add(self.held)
+        self.ok.wrapping_add(self.held)
     }
 
     /// Did not fail by itself: `Ok`, `Held`, `NotHeld`, a vote not
     /// counted, or pending.
     pub(crate) fn not_failed(&self) -> usize {
-        self.servers.saturating_sub(self.faulty)
+        self.servers.wrapping_sub(self.faulty)
     }
 }
 

@@ -7,7 +7,7 @@ use crate::handshake::SetupError;
 use crate::lock::{ArgumentError, FailureKind, Lock, normalize_ttl};
 use crate::operation::Operation;
 use crate::report::{Report, ServerId, ServerOutcome, Servers};
-use crate::round::{Disposition, Engine, Request, Subject, Transmit, Unsolicited, outcome_of_flag};
+use crate::round::{Engine, Request, Subject, Transmit, Unsolicited};
 use crate::time::{Duration, Instant};
 
 /// Why an extension did not count. The lock keeps its old validity.
@@ -150,9 +150,7 @@ impl<R: AsRef<[u8]>> Operation for Extend<R> {
         server: ServerId,
         reply: Reply<'_>,
     ) -> Result<(), Unsolicited> {
-        if self.engine.handle_reply(server, &reply)? == Disposition::Current {
-            let outcome = outcome_of_flag(&reply);
-            self.engine.settle(server, outcome, 0);
+        if self.engine.handle_flag_reply(server, &reply)? {
             self.decide(now);
         }
         Ok(())

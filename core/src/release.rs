@@ -8,7 +8,7 @@ use crate::handshake::SetupError;
 use crate::lock::{ArgumentError, Lock};
 use crate::operation::Operation;
 use crate::report::{Report, ServerId, ServerOutcome, Servers};
-use crate::round::{Disposition, Engine, Request, Subject, Transmit, Unsolicited, outcome_of_flag};
+use crate::round::{Engine, Request, Subject, Transmit, Unsolicited};
 use crate::time::{Duration, Instant};
 
 /// The longest token [`Release`] accepts (ours are 40 bytes; this leaves
@@ -135,10 +135,7 @@ impl<R: AsRef<[u8]>> Operation for Release<R> {
         server: ServerId,
         reply: Reply<'_>,
     ) -> Result<(), Unsolicited> {
-        if self.engine.handle_reply(server, &reply)? == Disposition::Current {
-            let outcome = outcome_of_flag(&reply);
-            self.engine.settle(server, outcome, 0);
-        }
+        self.engine.handle_flag_reply(server, &reply)?;
         Ok(())
     }
 

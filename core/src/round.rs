@@ -372,6 +372,21 @@ impl Engine {
         Ok(Disposition::Current)
     }
 
+    /// [`handle_reply`](Engine::handle_reply) for a round of a
+    /// token-checking script (release, extend): a reply to the current
+    /// round is recorded as its [`outcome_of_flag`]. True when one was.
+    pub(crate) fn handle_flag_reply(
+        &mut self,
+        server: ServerId,
+        reply: &Reply<'_>,
+    ) -> Result<bool, Unsolicited> {
+        let current = self.handle_reply(server, reply)? == Disposition::Current;
+        if current {
+            self.settle(server, outcome_of_flag(reply), 0);
+        }
+        Ok(current)
+    }
+
     /// Records the outcome of the current round for `server`.
     pub(crate) fn settle(&mut self, server: ServerId, outcome: ServerOutcome, value: i64) {
         if let Some(slot) = self.slots_mut().get_mut(server.index()) {

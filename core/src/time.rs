@@ -74,7 +74,7 @@ impl Duration {
     /// `self - rhs`, saturating at zero.
     pub const fn saturating_sub(self, rhs: Duration) -> Duration {
         Duration {
-            micros: self.micros.saturating_sub(rhs.micros),
+            micros: saturating_sub(self.micros, rhs.micros),
         }
     }
 
@@ -143,6 +143,12 @@ impl fmt::Display for Duration {
 #[inline(never)]
 const fn saturating_add(a: u64, b: u64) -> u64 {
     a.saturating_add(b)
+}
+
+/// `a - b`, saturating at zero (out of line, like [`saturating_add`]).
+#[inline(never)]
+const fn saturating_sub(a: u64, b: u64) -> u64 {
+    a.saturating_sub(b)
 }
 
 /// `n / d` and `n % d`, or `None` when `d` is zero.
@@ -216,7 +222,7 @@ impl Instant {
     /// The time from `earlier` to `self`, zero if `earlier` is later.
     pub const fn saturating_duration_since(self, earlier: Instant) -> Duration {
         Duration {
-            micros: self.micros.saturating_sub(earlier.micros),
+            micros: saturating_sub(self.micros, earlier.micros),
         }
     }
 
@@ -230,7 +236,7 @@ impl Instant {
     /// `self - d`, saturating at the origin.
     pub const fn saturating_sub(self, d: Duration) -> Instant {
         Instant {
-            micros: self.micros.saturating_sub(d.as_micros()),
+            micros: saturating_sub(self.micros, d.as_micros()),
         }
     }
 }

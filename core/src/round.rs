@@ -233,6 +233,19 @@ impl Engine {
         }
     }
 
+    /// The invariant that lets [`has_unsent`](Engine::has_unsent) and
+    /// [`report`](Engine::report) read every slot without a bounds check:
+    /// the slots past `n` are never changed (every change goes through
+    /// [`slots_mut`](Engine::slots_mut)), so they stay [`Slot::NEW`]: never
+    /// to be sent, and `Pending`.
+    fn rest_untouched(&self) -> bool {
+        self.slots
+            .get(self.n..)
+            .unwrap_or_default()
+            .iter()
+            .all(|s| !s.send && s.outcome == ServerOutcome::Pending)
+    }
+
     fn slots(&self) -> &[Slot] {
         self.slots.get(..self.n).unwrap_or_default()
     }
@@ -280,7 +293,9 @@ impl Engine {
 
     /// True while some request of the current round is not sent yet.
     pub(crate) fn has_unsent(&self) -> bool {
-        self.slots().iter().any(|s| s.send)
+        // Every slot: those past `n` are never sent to.
+        debug_assert!(self.rest_untouched());
+        self.slots.iter().any(|s| s.send)
     }
 
     /// The next request to send. A request's deadline runs from when it is
@@ -530,7 +545,10 @@ impl Engine {
 
     pub(crate) fn report(&self) -> Report {
         let mut r = Report::new(self.n);
-        for (o, s) in r.outcomes_mut().iter_mut().zip(self.slots()) {
+        // Every slot: those past `n` are never touched and stay `Pending`,
+        // which is what a report holds past its length.
+        debug_assert!(self.rest_untouched());
+        for (o, s) in r.outcomes_mut().iter_mut().zip(&self.slots) {
             *o = s.outcome;
         }
         r

@@ -364,6 +364,10 @@ fn classify(t: &Tally, quorum: usize) -> FailureKind {
 impl<R: AsRef<[u8]>> Operation for Acquire<R> {
     type Output = Result<Lock, AcquireError>;
 
+    fn set_incarnation(&mut self, server: ServerId, started_at: Instant) {
+        self.servers.set_incarnation(server, started_at);
+    }
+
     fn poll_transmit(
         &mut self,
         now: Instant,

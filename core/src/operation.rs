@@ -68,6 +68,15 @@ pub trait Operation {
         self.handle_connection_error(now, server);
     }
 
+    /// `server`'s current incarnation (process) began at `started_at`: a
+    /// (re)connect made while this operation runs learnt it from `INFO`,
+    /// before any of the operation's requests went on that connection. Only
+    /// an acquisition uses it (the restart guard, C2, judges each vote by the
+    /// incarnation of the connection it came on); the default does nothing.
+    fn set_incarnation(&mut self, server: ServerId, started_at: Instant) {
+        let _ = (server, started_at);
+    }
+
     /// Time has passed: per-request deadlines and retry waits are checked.
     fn handle_timeout(&mut self, now: Instant);
 

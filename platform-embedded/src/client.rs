@@ -120,6 +120,19 @@ fn command_len(args: &[Option<usize>]) -> usize {
     len.saturating_add(digits(count).saturating_add(3))
 }
 
+/// The most bytes a handshake step of a server with `creds` takes: a
+/// held release must leave them free.
+fn handshake_reserve(creds: &Credentials<'_>) -> usize {
+    let auth = command_len(&[
+        Some(4),
+        creds.user.map(<[u8]>::len),
+        creds.password.map(<[u8]>::len),
+    ]);
+    // `SCRIPT LOAD` of the longest script; SELECT and INFO are shorter.
+    let load = command_len(&[Some(6), Some(4), Some(max_script_source())]);
+    auth.max(load)
+}
+
 /// Reads of one socket per pass of the loop, so that a server that floods
 /// cannot keep the others and the timeouts waiting.
 const READS_PER_PASS: usize = 4;
@@ -464,7 +477,11 @@ where
         if conn.state != State::Ready {
             // A release is delivered even to a server whose connection
             // broke: it waits behind the new connection's handshake.
-            if t.release && conn.refused.get().is_none() && conn.hold(bytes) {
+            let reserve = handshake_reserve(&self.creds_of(i));
+            let Some(conn) = self.conns.get_mut(i) else {
+                return;
+            };
+            if t.release && conn.refused.get().is_none() && conn.hold(bytes, reserve) {
                 if conn.state == State::Down {
                     self.start_connect(i, now, op);
                 }
@@ -624,7 +641,11 @@ where
                 Ok(Verdict::Ok) => {}
                 Ok(Verdict::Info(info)) => {
                     if let Some(uptime) = info.uptime_secs {
-                        conn.incarnation = Some(now.saturating_sub(Duration::from_secs(uptime)));
+                        let started = now.saturating_sub(Duration::from_secs(uptime));
+                        conn.incarnation = Some(started);
+                        // A reconnect during an operation: the restart guard
+                        // judges the votes on this connection by it (C2).
+                        op.set_incarnation(server, started);
                     }
                     conn.run_id.clear();
                     if let Some(id) = info.run_id {
@@ -649,6 +670,7 @@ where
             if conn.owed.judged >= conn.steps {
                 // Every step passed: the server may be used.
                 conn.state = State::Ready;
+                conn.ready_at = now;
                 conn.failures = 0;
                 conn.refused = Refusal::None;
                 // A release held behind the handshake goes out now.
@@ -687,7 +709,12 @@ where
             return;
         };
         let owed = conn.owes_op();
-        let attempt = matches!(conn.state, State::Connecting | State::Handshake);
+        // A connection that breaks soon after its handshake counts as a
+        // failed attempt (with backoff): a server that accepts and then
+        // drops every connection is not reconnected in a tight loop.
+        let flapping = conn.state == State::Ready
+            && now < conn.ready_at.saturating_add(self.options.connect_timeout);
+        let attempt = flapping || matches!(conn.state, State::Connecting | State::Handshake);
         if attempt {
             conn.failures = conn.failures.saturating_add(1);
             let wait = conn.backoff(self.options.backoff_min, self.options.backoff_max);
@@ -717,12 +744,19 @@ where
     /// that a server that never answers costs one connect timeout, not one
     /// per operation.
     fn prepare(&mut self) {
+        // Bounded whatever the servers do: the connects started now end by
+        // then, and later ones go on in the background.
+        let end = self
+            .clock
+            .now()
+            .saturating_add(self.options.connect_timeout);
         loop {
             let now = self.clock.now();
             let (_, waiting) = self.maintain(now, &mut Idle);
             let progressed = self.receive(&mut Idle);
             match waiting {
                 None => return,
+                Some(_) if now >= end => return,
                 Some(until) if !progressed => self.net.wait(until),
                 Some(_) => {}
             }
@@ -838,6 +872,7 @@ trait Driven {
     fn handle_connection_error(&mut self, now: Instant, server: ServerId);
     fn handle_setup_error(&mut self, now: Instant, server: ServerId, error: SetupError);
     fn handle_timeout(&mut self, now: Instant);
+    fn set_incarnation(&mut self, server: ServerId, started_at: Instant);
     fn poll_timeout(&self) -> Option<Instant>;
     /// `true` when the outcome is out and nothing is left to send.
     fn done(&mut self) -> bool;
@@ -857,6 +892,7 @@ impl Driven for Idle {
     fn handle_connection_error(&mut self, _: Instant, _: ServerId) {}
     fn handle_setup_error(&mut self, _: Instant, _: ServerId, _: SetupError) {}
     fn handle_timeout(&mut self, _: Instant) {}
+    fn set_incarnation(&mut self, _: ServerId, _: Instant) {}
     fn poll_timeout(&self) -> Option<Instant> {
         None
     }
@@ -889,6 +925,9 @@ impl<O: Operation> Driven for O {
     }
     fn handle_timeout(&mut self, now: Instant) {
         Operation::handle_timeout(self, now);
+    }
+    fn set_incarnation(&mut self, server: ServerId, started_at: Instant) {
+        Operation::set_incarnation(self, server, started_at);
     }
     fn poll_timeout(&self) -> Option<Instant> {
         Operation::poll_timeout(self)

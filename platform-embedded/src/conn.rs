@@ -137,6 +137,8 @@ pub(crate) struct Conn<const IN: usize, const OUT: usize> {
     pub(crate) deadline: Instant,
     /// When a new connect may start (backoff after failed ones).
     pub(crate) retry_at: Instant,
+    /// When the connection passed its handshake.
+    pub(crate) ready_at: Instant,
     /// Failed connection attempts in a row.
     pub(crate) failures: u32,
     /// Why the last handshake was refused, shown in reports until the
@@ -165,6 +167,7 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
             owed: Owed::NONE,
             deadline: Instant::ZERO,
             retry_at: Instant::ZERO,
+            ready_at: Instant::ZERO,
             failures: 0,
             refused: Refusal::None,
             incarnation: None,
@@ -222,9 +225,11 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
 
     /// Keeps a request (a release) at the end of the output buffer until the
     /// handshake passes. `false` if one is held already or it does not fit.
-    pub(crate) fn hold(&mut self, bytes: &[u8]) -> bool {
+    /// `reserve` bytes must stay free for the largest handshake step.
+    pub(crate) fn hold(&mut self, bytes: &[u8], reserve: usize) -> bool {
         let free = OUT.saturating_sub(self.out_len);
-        if self.held > 0 || bytes.is_empty() || bytes.len() > free {
+        let room = OUT.saturating_sub(reserve).min(free);
+        if self.held > 0 || bytes.is_empty() || bytes.len() > room {
             return false;
         }
         let Some(dst) = self.out.get_mut(OUT.saturating_sub(bytes.len())..) else {

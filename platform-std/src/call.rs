@@ -97,9 +97,7 @@ impl Operation for Call {
     fn is_finished(&self) -> bool {
         on_op!(self, op => op.is_finished())
     }
-}
 
-impl Job for Call {
     fn set_incarnation(&mut self, server: ServerId, started: Instant) {
         // Only acquisitions count votes (the restart guard).
         if let Call::Acquire(op) = self {
@@ -107,6 +105,8 @@ impl Job for Call {
         }
     }
 }
+
+impl Job for Call {}
 
 /// Runs one kind of call and unwraps its kind of answer.
 impl crate::transport::Transport<Call> {

@@ -645,3 +645,40 @@ fn retries_use_servers_that_came_back() {
     assert!(lock.report().count(ServerOutcome::Ok) >= 2);
     c.unlock(&lock).unwrap();
 }
+
+#[test]
+fn a_server_restarted_during_an_acquisition_is_judged_by_its_new_process() {
+    // C2 with a reconnect in the middle of an acquisition: the restarted
+    // server's votes must be judged by its new start time, not the old one
+    // the acquisition began with (it lost the other client's key).
+    let mut servers = start(3);
+    // The test clock counts from its first use: make the servers older
+    // than the guard by that clock.
+    let _ = redlock_embedded::Clock::now(&StdClock);
+    thread::sleep(StdDuration::from_millis(3_600));
+    // Another client holds the lock on servers 1 and 2: a majority.
+    for s in &servers[1..] {
+        s.conn()
+            .unwrap()
+            .request(&[b"SET", b"emb-rg", b"other", b"PX", b"60000"])
+            .unwrap();
+    }
+    let mut config = config();
+    config.restart_guard = Some(Duration::from_secs(3));
+    let mut c = client::<3>(addrs(&servers), config);
+    assert_eq!(c.connect(), 3);
+    let mut restarted = servers.pop().unwrap();
+    let restarter = thread::spawn(move || {
+        thread::sleep(StdDuration::from_millis(30));
+        restarted.kill().unwrap();
+        restarted.restart().unwrap();
+        restarted
+    });
+    let deadline = c.now().saturating_add(Duration::from_millis(2_000));
+    let got = c.lock_until(b"emb-rg", TTL, deadline);
+    servers.push(restarter.join().unwrap());
+    // Server 0 is the only other vote: without server 2's, no majority.
+    let err = got.expect_err("a restarted server's vote must not count");
+    let report = err.report().unwrap();
+    assert_ne!(report.get(ServerId(2)), Some(ServerOutcome::Ok), "{err}");
+}

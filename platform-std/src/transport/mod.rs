@@ -79,14 +79,10 @@ use redlock_core::{Instant, Operation, ServerId, Servers};
 
 use crate::url::ServerUrl;
 
-/// An operation the transport can run: a core [`Operation`] that also takes
-/// what the connections learn about server restarts.
-pub(crate) trait Job: Operation<Output: core::fmt::Debug> + core::fmt::Debug {
-    /// `server`'s current incarnation began at `started` (core clock), as
-    /// read from `INFO server` on (re)connect, ahead of this operation's
-    /// requests on that connection.
-    fn set_incarnation(&mut self, server: ServerId, started: Instant);
-}
+/// An operation the transport can run: a core [`Operation`] (which also
+/// takes what the connections learn about server restarts, with
+/// [`Operation::set_incarnation`], ahead of its requests on that connection).
+pub(crate) trait Job: Operation<Output: core::fmt::Debug> + core::fmt::Debug {}
 
 /// Connection tunables.
 #[derive(Debug, Clone, Copy)]

@@ -129,9 +129,7 @@ impl Operation for TestOp {
     }
 }
 
-impl Job for TestOp {
-    fn set_incarnation(&mut self, _: ServerId, _: Instant) {}
-}
+impl Job for TestOp {}
 
 fn config() -> ConnConfig {
     ConnConfig {

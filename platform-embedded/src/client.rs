@@ -4,15 +4,20 @@
 use embedded_io::{Read, ReadReady, Write};
 use rand_core::TryCryptoRng;
 use redlock_core::handshake::{self, SetupError, Verdict};
-use redlock_core::redlock_resp::{EncodeError, Parser, Reply, Status, script};
+use redlock_core::redlock_resp::{EncodeError, Parser, Status, script};
 use redlock_core::{
     Acquire, Config, Duration, Extend, FenceRepair, FenceRepaired, Inspect, Inspection, Instant,
-    Operation, Release, Released, Retry, ServerId, Servers, Transmit, Unsolicited,
+    Operation, Release, Released, Retry, ServerId, Servers, Transmit,
 };
+
+mod connect;
+mod driven;
+
+use driven::{Driven, Idle};
 
 use crate::conn::{Buffers, Conn, Expect, Fail, RUN_ID_LEN, Refusal, State, plan};
 use crate::error::Error;
-use crate::net::{Clock, Credentials, Link, Network};
+use crate::net::{Clock, Credentials, Network};
 
 /// Connection settings of a [`Client`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -701,144 +706,6 @@ where
     fn twin(&self, i: usize, id: &[u8]) -> Option<ServerId> {
         handshake::twin_by_id(self.conns.iter().map(|c| c.run_id.as_slice()), i, id)
     }
-
-    /// Closes connection `i`. An operation with requests on it learns that
-    /// they are lost (and, for a refused handshake, why).
-    fn fail(&mut self, i: usize, now: Instant, why: Fail, op: &mut dyn Driven) {
-        let Some(conn) = self.conns.get_mut(i) else {
-            return;
-        };
-        let owed = conn.owes_op();
-        // A connection that breaks soon after its handshake counts as a
-        // failed attempt (with backoff): a server that accepts and then
-        // drops every connection is not reconnected in a tight loop.
-        let flapping = conn.state == State::Ready
-            && now < conn.ready_at.saturating_add(self.options.connect_timeout);
-        let attempt = flapping || matches!(conn.state, State::Connecting | State::Handshake);
-        if attempt {
-            conn.failures = conn.failures.saturating_add(1);
-            let wait = conn.backoff(self.options.backoff_min, self.options.backoff_max);
-            conn.retry_at = now.saturating_add(wait);
-        } else {
-            // An established connection that broke: reconnect at once.
-            conn.retry_at = now;
-        }
-        if let Fail::Refused(e) = why {
-            conn.refused = Refusal::Some(e);
-            rl_log!(warn, "redlock: server {} not used: {}", i, e);
-        }
-        conn.reset();
-        self.net.close(i);
-        if owed {
-            match why {
-                Fail::Refused(e) => op.handle_setup_error(now, ServerId(i as u8), e),
-                Fail::Broken => op.handle_connection_error(now, ServerId(i as u8)),
-            }
-        }
-    }
-
-    /// Before an operation: (re)connects the servers that are down and past
-    /// their backoff, and waits until each is through its handshake or has
-    /// failed (the connect timeout bounds it). A server whose last attempt
-    /// failed is not waited for: it keeps connecting in the background, so
-    /// that a server that never answers costs one connect timeout, not one
-    /// per operation.
-    fn prepare(&mut self) {
-        // Bounded whatever the servers do: the connects started now end by
-        // then, and later ones go on in the background.
-        let end = self
-            .clock
-            .now()
-            .saturating_add(self.options.connect_timeout);
-        loop {
-            let now = self.clock.now();
-            let (_, waiting) = self.maintain(now, &mut Idle);
-            let progressed = self.receive(&mut Idle);
-            match waiting {
-                None => return,
-                Some(_) if now >= end => return,
-                Some(until) if !progressed => self.net.wait(until),
-                Some(_) => {}
-            }
-        }
-    }
-
-    /// Starts connecting server `i`.
-    fn start_connect(&mut self, i: usize, now: Instant, op: &mut dyn Driven) {
-        let Some(conn) = self.conns.get_mut(i) else {
-            return;
-        };
-        conn.begin_connect(now.saturating_add(self.options.connect_timeout));
-        if self.net.connect(i).is_err() {
-            self.fail(i, now, Fail::Broken, op);
-        }
-    }
-
-    /// Moves every connection one step, without waiting: a server down and
-    /// past its backoff starts connecting, a connect that finished starts
-    /// its handshake, the handshake is written as far as the buffer and
-    /// the socket take, and a connection past its deadline fails. Returns
-    /// the earliest deadline of a connection still being set up, and of one
-    /// on its first attempt since it last worked.
-    fn maintain(
-        &mut self,
-        now: Instant,
-        op: &mut dyn Driven,
-    ) -> (Option<Instant>, Option<Instant>) {
-        let info_required = self.config.restart_guard.is_some();
-        let earliest = |w: Option<Instant>, t: Instant| Some(w.map_or(t, |w: Instant| w.min(t)));
-        let mut waiting: Option<Instant> = None;
-        let mut fresh: Option<Instant> = None;
-        for i in 0..SERVERS {
-            let link = self.net.link(i);
-            let creds = self.creds_of(i);
-            let Some(conn) = self.conns.get_mut(i) else {
-                continue;
-            };
-            match (conn.state, link) {
-                // A connection the stack saw close.
-                (State::Ready, Link::Down) => {
-                    self.fail(i, now, Fail::Broken, op);
-                }
-                (State::Connecting | State::Handshake, _) if now >= conn.deadline => {
-                    rl_log!(warn, "redlock: server {} did not connect in time", i);
-                    self.fail(i, now, Fail::Broken, op);
-                    continue;
-                }
-                (State::Connecting | State::Handshake, Link::Down) => {
-                    self.fail(i, now, Fail::Broken, op);
-                    continue;
-                }
-                (State::Connecting, Link::Up) => conn.start_handshake(&creds, info_required),
-                _ => {}
-            }
-            let Some(conn) = self.conns.get_mut(i) else {
-                continue;
-            };
-            if conn.state == State::Down && now >= conn.retry_at {
-                self.start_connect(i, now, op);
-            }
-            let Some(conn) = self.conns.get_mut(i) else {
-                continue;
-            };
-            if conn.state == State::Handshake {
-                if conn.pump_handshake(&creds, info_required).is_err() {
-                    self.fail(i, now, Fail::Broken, op);
-                    continue;
-                }
-                self.flush(i, op, now);
-            }
-            if let Some(conn) = self.conns.get(i) {
-                if matches!(conn.state, State::Connecting | State::Handshake) {
-                    waiting = earliest(waiting, conn.deadline);
-                    if conn.failures == 0 {
-                        fresh = earliest(fresh, conn.deadline);
-                    }
-                }
-            }
-        }
-        (waiting, fresh)
-    }
 }
 
 /// `Servers::new(SERVERS)` was checked when the client was made.
@@ -852,88 +719,6 @@ fn confirmed(released: Released) -> Result<Released, Error> {
         Ok(released)
     } else {
         Err(Error::NotReleased(released))
-    }
-}
-
-/// An operation, behind a trait object so that the loop that drives
-/// operations is compiled once, not once per operation.
-trait Driven {
-    fn poll_transmit(
-        &mut self,
-        now: Instant,
-        buf: &mut [u8],
-    ) -> Result<Option<Transmit>, EncodeError>;
-    fn handle_reply(
-        &mut self,
-        now: Instant,
-        server: ServerId,
-        reply: Reply<'_>,
-    ) -> Result<(), Unsolicited>;
-    fn handle_connection_error(&mut self, now: Instant, server: ServerId);
-    fn handle_setup_error(&mut self, now: Instant, server: ServerId, error: SetupError);
-    fn handle_timeout(&mut self, now: Instant);
-    fn set_incarnation(&mut self, server: ServerId, started_at: Instant);
-    fn poll_timeout(&self) -> Option<Instant>;
-    /// `true` when the outcome is out and nothing is left to send.
-    fn done(&mut self) -> bool;
-}
-
-/// No operation: what the handshake phase hands replies to (a reply for a
-/// request of no operation means the stream is out of step).
-struct Idle;
-
-impl Driven for Idle {
-    fn poll_transmit(&mut self, _: Instant, _: &mut [u8]) -> Result<Option<Transmit>, EncodeError> {
-        Ok(None)
-    }
-    fn handle_reply(&mut self, _: Instant, _: ServerId, _: Reply<'_>) -> Result<(), Unsolicited> {
-        Err(Unsolicited)
-    }
-    fn handle_connection_error(&mut self, _: Instant, _: ServerId) {}
-    fn handle_setup_error(&mut self, _: Instant, _: ServerId, _: SetupError) {}
-    fn handle_timeout(&mut self, _: Instant) {}
-    fn set_incarnation(&mut self, _: ServerId, _: Instant) {}
-    fn poll_timeout(&self) -> Option<Instant> {
-        None
-    }
-    fn done(&mut self) -> bool {
-        true
-    }
-}
-
-impl<O: Operation> Driven for O {
-    fn poll_transmit(
-        &mut self,
-        now: Instant,
-        buf: &mut [u8],
-    ) -> Result<Option<Transmit>, EncodeError> {
-        Operation::poll_transmit(self, now, buf)
-    }
-    fn handle_reply(
-        &mut self,
-        now: Instant,
-        server: ServerId,
-        reply: Reply<'_>,
-    ) -> Result<(), Unsolicited> {
-        Operation::handle_reply(self, now, server, reply)
-    }
-    fn handle_connection_error(&mut self, now: Instant, server: ServerId) {
-        Operation::handle_connection_error(self, now, server);
-    }
-    fn handle_setup_error(&mut self, now: Instant, server: ServerId, error: SetupError) {
-        Operation::handle_setup_error(self, now, server, error);
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        Operation::handle_timeout(self, now);
-    }
-    fn set_incarnation(&mut self, server: ServerId, started_at: Instant) {
-        Operation::set_incarnation(self, server, started_at);
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        Operation::poll_timeout(self)
-    }
-    fn done(&mut self) -> bool {
-        Operation::is_finished(self)
     }
 }
 

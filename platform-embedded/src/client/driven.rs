@@ -1,0 +1,88 @@
+//! The operation as the driving loop sees it: a trait object, so that the
+//! loop is compiled once, not once per operation type.
+
+use redlock_core::handshake::SetupError;
+use redlock_core::redlock_resp::{EncodeError, Reply};
+use redlock_core::{Instant, Operation, ServerId, Transmit, Unsolicited};
+
+/// An operation, behind a trait object so that the loop that drives
+/// operations is compiled once, not once per operation.
+pub(super) trait Driven {
+    fn poll_transmit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+    ) -> Result<Option<Transmit>, EncodeError>;
+    fn handle_reply(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        reply: Reply<'_>,
+    ) -> Result<(), Unsolicited>;
+    fn handle_connection_error(&mut self, now: Instant, server: ServerId);
+    fn handle_setup_error(&mut self, now: Instant, server: ServerId, error: SetupError);
+    fn handle_timeout(&mut self, now: Instant);
+    fn set_incarnation(&mut self, server: ServerId, started_at: Instant);
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// `true` when the outcome is out and nothing is left to send.
+    fn done(&mut self) -> bool;
+}
+
+/// No operation: what the handshake phase hands replies to (a reply for a
+/// request of no operation means the stream is out of step).
+pub(super) struct Idle;
+
+impl Driven for Idle {
+    fn poll_transmit(&mut self, _: Instant, _: &mut [u8]) -> Result<Option<Transmit>, EncodeError> {
+        Ok(None)
+    }
+    fn handle_reply(&mut self, _: Instant, _: ServerId, _: Reply<'_>) -> Result<(), Unsolicited> {
+        Err(Unsolicited)
+    }
+    fn handle_connection_error(&mut self, _: Instant, _: ServerId) {}
+    fn handle_setup_error(&mut self, _: Instant, _: ServerId, _: SetupError) {}
+    fn handle_timeout(&mut self, _: Instant) {}
+    fn set_incarnation(&mut self, _: ServerId, _: Instant) {}
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    fn done(&mut self) -> bool {
+        true
+    }
+}
+
+impl<O: Operation> Driven for O {
+    fn poll_transmit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+    ) -> Result<Option<Transmit>, EncodeError> {
+        Operation::poll_transmit(self, now, buf)
+    }
+    fn handle_reply(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        reply: Reply<'_>,
+    ) -> Result<(), Unsolicited> {
+        Operation::handle_reply(self, now, server, reply)
+    }
+    fn handle_connection_error(&mut self, now: Instant, server: ServerId) {
+        Operation::handle_connection_error(self, now, server);
+    }
+    fn handle_setup_error(&mut self, now: Instant, server: ServerId, error: SetupError) {
+        Operation::handle_setup_error(self, now, server, error);
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Operation::handle_timeout(self, now);
+    }
+    fn set_incarnation(&mut self, server: ServerId, started_at: Instant) {
+        Operation::set_incarnation(self, server, started_at);
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Operation::poll_timeout(self)
+    }
+    fn done(&mut self) -> bool {
+        Operation::is_finished(self)
+    }
+}

@@ -113,14 +113,18 @@ impl Network for ProbeNet {
 #[unsafe(no_mangle)]
 pub extern "C" fn _start() -> ! {
     let creds = [Credentials::NONE; 5];
-    let mut buffers = Buffers::<5>::new();
+    // In a static, as the README recommends: all zero, so it lands in
+    // `.bss` and needs no code to set up.
+    static mut BUFFERS: Buffers<5> = Buffers::new();
+    // SAFETY: `_start` runs once, so this is the only reference to it.
+    let buffers = unsafe { &mut *(&raw mut BUFFERS) };
     let Ok(mut client) = Client::new(
         ProbeNet,
         ProbeClock,
         ProbeRng(7),
         Config::DEFAULT,
         creds,
-        &mut buffers,
+        buffers,
     ) else {
         loop {}
     };

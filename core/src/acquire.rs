@@ -16,6 +16,9 @@ use crate::time::{Duration, Instant, div_rem};
 use crate::token::{TOKEN_LEN, Token};
 
 /// A fence counter as stored: plain decimal digits within `i64`.
+/// Whether fenced acquisitions are built in (the `fencing` feature).
+const FENCING: bool = cfg!(feature = "fencing");
+
 fn parse_counter(text: &[u8]) -> Option<i64> {
     i64::try_from(crate::handshake::parse_u64(text)?).ok()
 }
@@ -106,6 +109,10 @@ impl<R: AsRef<[u8]>> Acquire<R> {
         rng: &mut G,
         now: Instant,
     ) -> Result<Acquire<R>, ArgumentError> {
+        if config.fencing && !FENCING {
+            // Fail closed: never an unfenced lock where a fence was asked for.
+            return Err(ArgumentError::Fencing);
+        }
         let ttl = normalize_ttl(ttl)?;
         // One draw for the token (R2: 20 bytes) and the retry-jitter seed.
         let mut raw = [0u8; TOKEN_LEN / 2 + 8];
@@ -153,12 +160,18 @@ impl<R: AsRef<[u8]>> Acquire<R> {
         self.resource.as_ref()
     }
 
+    /// F1 is on: the `fencing` feature is built in (so that without it the
+    /// fenced code and scripts are not linked) and the config asks for it.
+    fn fencing(&self) -> bool {
+        FENCING && self.config.fencing
+    }
+
     fn start_attempt(&mut self, now: Instant) {
         // A1: the clock is read before the first request of the attempt.
         self.attempts = self.attempts.saturating_add(1);
         self.attempt_start = now;
         self.phase = Phase::Voting;
-        let request = if self.config.fencing {
+        let request = if self.fencing() {
             Request::FencedSet(self.ttl.as_millis())
         } else {
             Request::Set(self.ttl.as_millis())
@@ -188,7 +201,7 @@ impl<R: AsRef<[u8]>> Acquire<R> {
         let n = t.servers;
         let quorum = self.config.quorum(n);
         let mut fence_lost = false;
-        let (reached, impossible) = if self.phase == Phase::Voting && self.config.fencing {
+        let (reached, impossible) = if self.phase == Phase::Voting && self.fencing() {
             // F1 repair. A server without a counter may have lost its data.
             // Its vote counts only once counters were read from a majority
             // of the other servers: their maximum then covers every fence
@@ -223,7 +236,7 @@ impl<R: AsRef<[u8]>> Acquire<R> {
                 return self.fail(now, FailureKind::Expired);
             };
             if let Phase::Voting = self.phase {
-                if self.config.fencing {
+                if self.fencing() {
                     // F1: t = max(every counter read) + 1, written to all
                     // servers, conditional on the key still holding our token.
                     let fence = u64::try_from(t.max_value).unwrap_or(0).saturating_add(1);
@@ -328,7 +341,7 @@ impl<R: AsRef<[u8]>> Acquire<R> {
         match (self.engine.request(), reply) {
             (Request::Set(_), r) if r.is_ok() => vote(0),
             (Request::Set(_), Reply::Nil) => (ServerOutcome::Held, 0),
-            (Request::FencedSet(_), Reply::Aggregate(a)) => {
+            (Request::FencedSet(_), Reply::Aggregate(a)) if FENCING => {
                 let mut items = a.iter();
                 let (flag, counter) = (items.next(), items.next());
                 let counter = match counter {

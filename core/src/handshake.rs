@@ -2,7 +2,7 @@
 //!
 //! A platform opens a connection and sends, before any lock command, the
 //! handshake [`steps`]: `AUTH` (with a password), `SELECT` (for a database
-//! other than 0), `SCRIPT LOAD` of every script in [`script::ALL`], and
+//! other than 0), `SCRIPT LOAD` of every script in [`SCRIPTS`], and
 //! `INFO server` (the restart guard reads the server's uptime from it). Each
 //! reply is given to [`judge`]. The rule is *fail closed*: a connection whose
 //! handshake got any error reply (to `AUTH`, `SELECT`, `SCRIPT LOAD`, or to
@@ -17,10 +17,8 @@
 //! [`ServerOutcome::Setup`](crate::ServerOutcome::Setup) with the step and the
 //! server's error kind. The platform retries the connection with backoff, as
 //! after a connection error.
-//!
-//! [`script::ALL`]: redlock_resp::script::ALL
 
-use redlock_resp::{ErrorKind, Reply};
+use redlock_resp::{ErrorKind, Reply, Script, script};
 
 use crate::report::ServerId;
 
@@ -103,6 +101,17 @@ impl core::fmt::Display for SetupError {
 
 impl core::error::Error for SetupError {}
 
+/// The scripts a handshake loads (`SCRIPT LOAD`), so that `EVALSHA` finds
+/// them: every script of [`redlock_resp::script::ALL`] with the `fencing`
+/// feature; without it, those of a lock client that does not fence
+/// (release, extend, inspect), so that a firmware does not carry the fenced
+/// scripts' sources.
+pub const SCRIPTS: &[Script] = if cfg!(feature = "fencing") {
+    &script::ALL
+} else {
+    &[script::RELEASE, script::EXTEND, script::INSPECT]
+};
+
 /// What the handshake of one connection sends, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -117,7 +126,7 @@ pub struct Plan {
 }
 
 /// The steps of `plan`, in the order they are sent: `AUTH`, `SELECT`, one
-/// `SCRIPT LOAD` per script of [`redlock_resp::script::ALL`], `INFO server`.
+/// `SCRIPT LOAD` per script of [`SCRIPTS`], `INFO server`.
 pub fn steps(plan: Plan) -> impl Iterator<Item = Step> {
     (0..step_count(plan)).filter_map(move |k| step(plan, k))
 }
@@ -126,7 +135,7 @@ pub fn steps(plan: Plan) -> impl Iterator<Item = Step> {
 pub fn step_count(plan: Plan) -> usize {
     usize::from(plan.auth)
         .saturating_add(usize::from(plan.select))
-        .saturating_add(redlock_resp::script::ALL.len())
+        .saturating_add(SCRIPTS.len())
         .saturating_add(1)
 }
 
@@ -138,10 +147,7 @@ pub fn step(plan: Plan, k: usize) -> Option<Step> {
 }
 
 /// [`step`], with the script a `SCRIPT LOAD` step loads.
-pub fn step_and_script(
-    plan: Plan,
-    k: usize,
-) -> Option<(Step, Option<&'static redlock_resp::Script>)> {
+pub fn step_and_script(plan: Plan, k: usize) -> Option<(Step, Option<&'static Script>)> {
     let mut k = k;
     for (on, step) in [(plan.auth, Step::Auth), (plan.select, Step::Select)] {
         if on {
@@ -151,7 +157,7 @@ pub fn step_and_script(
             k = k.saturating_sub(1);
         }
     }
-    let scripts = &redlock_resp::script::ALL;
+    let scripts = SCRIPTS;
     match scripts.get(k) {
         Some(script) => Some((Step::ScriptLoad, Some(script))),
         None if k == scripts.len() => Some((Step::Info, None)),
@@ -404,7 +410,7 @@ mod tests {
         };
         let all: heapless::Vec<Step, 16> = steps(plan).collect();
         assert_eq!(all[0], Step::Select);
-        assert_eq!(all.len(), 2 + redlock_resp::script::ALL.len());
+        assert_eq!(all.len(), 2 + SCRIPTS.len());
         assert_eq!(all.last(), Some(&Step::Info));
     }
 
@@ -416,22 +422,12 @@ mod tests {
                 select,
                 info_required: false,
             };
-            let expected: [Step; 8] = [
-                Step::Auth,
-                Step::Select,
-                Step::ScriptLoad,
-                Step::ScriptLoad,
-                Step::ScriptLoad,
-                Step::ScriptLoad,
-                Step::ScriptLoad,
-                Step::Info,
-            ];
-            let skip = [!auth, !select];
-            let mut want = expected
-                .iter()
-                .enumerate()
-                .filter(|&(i, _)| !skip.get(i).copied().unwrap_or(false))
-                .map(|(_, s)| *s);
+            let loads = core::iter::repeat_n(Step::ScriptLoad, SCRIPTS.len());
+            let mut want = [(auth, Step::Auth), (select, Step::Select)]
+                .into_iter()
+                .filter_map(|(on, step)| on.then_some(step))
+                .chain(loads)
+                .chain([Step::Info]);
             let n = step_count(plan);
             assert_eq!(n, steps(plan).count());
             let mut loaded = 0;
@@ -440,13 +436,14 @@ mod tests {
                 assert_eq!(Some(this), want.next(), "{plan:?} {k}");
                 assert_eq!(step(plan, k), Some(this));
                 if this == Step::ScriptLoad {
-                    assert_eq!(script, Some(&redlock_resp::script::ALL[loaded]));
+                    assert_eq!(script, Some(&SCRIPTS[loaded]));
                     loaded += 1;
                 } else {
                     assert_eq!(script, None);
                 }
             }
-            assert_eq!(loaded, redlock_resp::script::ALL.len());
+            assert_eq!(loaded, SCRIPTS.len());
+            assert_eq!(want.next(), None);
             assert_eq!(step_and_script(plan, n), None);
             assert_eq!(step(plan, n + 100), None);
         }

@@ -218,6 +218,9 @@ pub enum ArgumentError {
     Expired,
     /// A token longer than [`TOKEN_CAPACITY`](crate::TOKEN_CAPACITY) bytes.
     Token,
+    /// [`Config::fencing`](crate::Config::fencing) is set, but this build
+    /// has no fenced acquisitions (the `fencing` feature of `redlock-core`).
+    Fencing,
 }
 
 impl core::fmt::Display for ArgumentError {
@@ -228,6 +231,7 @@ impl core::fmt::Display for ArgumentError {
             ArgumentError::ExtensionLimit => "the lock reached its extension limit",
             ArgumentError::Expired => "the lock has expired",
             ArgumentError::Token => "the token is longer than 64 bytes",
+            ArgumentError::Fencing => "fencing needs the `fencing` feature of redlock-core",
         })
     }
 }

@@ -7,10 +7,11 @@ mod common;
 
 use common::*;
 use redlock_core::redlock_resp::ErrorKind;
-use redlock_core::{
-    Config, Duration, FailureKind, FenceRepair, Operation, Retry, ServerId, ServerOutcome, Servers,
-};
+#[cfg(feature = "fencing")]
+use redlock_core::{Config, Duration, Retry, ServerId};
+use redlock_core::{FailureKind, FenceRepair, Operation, ServerOutcome, Servers};
 
+#[cfg(feature = "fencing")]
 #[test]
 fn fenced_acquire_takes_the_max_counter_plus_one_and_needs_a_majority_to_confirm() {
     let config = fenced();
@@ -55,6 +56,7 @@ fn fenced_acquire_takes_the_max_counter_plus_one_and_needs_a_majority_to_confirm
     assert_eq!(lock.validity(), dur(10_000 - 6 - 102));
 }
 
+#[cfg(feature = "fencing")]
 #[test]
 fn a_fence_not_confirmed_by_a_majority_fails_and_releases() {
     let config = fenced();
@@ -73,6 +75,7 @@ fn a_fence_not_confirmed_by_a_majority_fails_and_releases() {
     assert!(releases.iter().all(|s| s.script() == "release"));
 }
 
+#[cfg(feature = "fencing")]
 #[test]
 fn a_vote_without_a_counter_counts_once_a_majority_of_the_others_had_one() {
     let config = fenced();
@@ -177,6 +180,23 @@ fn a_vote_without_a_counter_counts_once_a_majority_of_the_others_had_one() {
     }
 }
 
+/// Without the `fencing` feature, a fenced acquisition is refused before
+/// anything is sent: never an unfenced lock where a fence was asked for.
+#[cfg(not(feature = "fencing"))]
+#[test]
+fn without_the_feature_a_fenced_acquire_is_refused() {
+    let refused = redlock_core::Acquire::new(
+        &fenced(),
+        &Servers::new(3).unwrap(),
+        &b"res"[..],
+        dur(10_000),
+        None,
+        &mut TestRng(0),
+        ms(0),
+    );
+    assert_eq!(refused.err(), Some(redlock_core::ArgumentError::Fencing));
+}
+
 #[test]
 fn fence_repair_raises_the_counter_everywhere_and_counts_a_majority() {
     let servers = Servers::new(3).unwrap();
@@ -228,6 +248,7 @@ fn fence_repair_raises_the_counter_everywhere_and_counts_a_majority() {
 /// data), servers 1 and 2 vote with counters, server 3 refuses (held) with
 /// the counter `server_3`, server 4 has not answered. Returns the fence
 /// writes sent then (none while server 0's vote does not count).
+#[cfg(feature = "fencing")]
 fn server_0_votes_without_a_counter(server_3: Option<u64>) -> Vec<Sent> {
     let mut d = acquire(&fenced(), 5, 10_000, ms(0));
     d.sent(ms(0));
@@ -239,6 +260,7 @@ fn server_0_votes_without_a_counter(server_3: Option<u64>) -> Vec<Sent> {
     d.sent(ms(2))
 }
 
+#[cfg(feature = "fencing")]
 #[test]
 fn a_vote_without_a_counter_counts_with_exactly_a_majority_of_the_others_read() {
     // F1 repair, liveness: counters read from 3 of the 4 others (a bare
@@ -260,6 +282,7 @@ fn a_vote_without_a_counter_counts_with_exactly_a_majority_of_the_others_read() 
     );
 }
 
+#[cfg(feature = "fencing")]
 #[test]
 fn a_fenced_acquire_waits_while_the_pending_servers_can_still_make_a_majority() {
     // Server 0 votes without a counter, 1 and 2 refuse: one vote, two servers

@@ -55,7 +55,7 @@ fn summary(line: &str) -> Option<(u32, u32)> {
 #[test]
 fn codec_and_core_vectors_pass_on_a_cortex_m4_under_qemu() {
     require_qemu();
-    let elf = build_firmware("vectors", &["resp3"]);
+    let elf = build_firmware("vectors", &["vectors"]);
     let run = run_qemu(&elf);
     let context = format!(
         "{}: {}\n--- stdout\n{}--- stderr\n{}",

@@ -73,7 +73,6 @@ use core::time::Duration as StdDuration;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use redlock_core::handshake::{self, Plan, SetupError, Step, Verdict};
-use redlock_core::redlock_resp::script;
 use redlock_core::redlock_resp::{EncodeError, Limits, Parser, Reply, Status, encode};
 use redlock_core::{Instant, Operation, ServerId, Servers};
 

@@ -23,12 +23,11 @@ impl Conn {
             select: url.db != 0,
             info_required,
         };
-        let mut scripts = script::ALL.iter();
-        for step in handshake::steps(plan) {
-            let source = match step {
-                Step::ScriptLoad => scripts.next().map_or("", |s| s.source),
-                _ => "",
+        for k in 0..handshake::step_count(plan) {
+            let Some((step, script)) = handshake::step_and_script(plan, k) else {
+                break;
             };
+            let source = script.map_or("", |s| s.source);
             encode_growing(&mut self.out, |b| match step {
                 Step::Auth => {
                     let pw = url.password.as_ref().map_or(&[][..], |p| p.expose());

@@ -445,7 +445,11 @@ const INFO: &[u8] = b"$37\r\nrun_id:fake\r\nuptime_in_seconds:9999\r\n\r\n";
 /// What a good server answers to the handshake: every `SCRIPT LOAD`
 /// and `INFO`.
 fn handshake_ok() -> Vec<u8> {
-    [SCRIPT_LOADED.repeat(script::ALL.len()), INFO.to_vec()].concat()
+    [
+        SCRIPT_LOADED.repeat(handshake::SCRIPTS.len()),
+        INFO.to_vec(),
+    ]
+    .concat()
 }
 
 /// A good server's answer to `command` (encoded): the digest to

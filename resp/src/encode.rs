@@ -167,11 +167,8 @@ impl<'b> Command<'b> {
 
     /// Adds one argument, sent as is.
     pub fn arg(&mut self, bytes: &[u8]) -> &mut Self {
-        self.header(b'$', bytes.len());
-        self.put(bytes);
-        self.put(b"\r\n");
-        self.written = self.written.saturating_add(1);
-        self
+        // One copy of the argument code (a key with a suffix needs it).
+        self.arg_parts(core::slice::from_ref(&bytes))
     }
 
     /// Adds one argument made of several pieces sent back to back (a key

@@ -5,9 +5,32 @@ use core::fmt;
 
 /// A span of time in whole microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+// Aligned to 4 bytes, not 8 (see `ALIGNMENT`).
+#[repr(packed(4))]
 pub struct Duration {
     micros: u64,
+}
+
+// ALIGNMENT: `Duration` and `Instant` are `repr(packed(4))`: a `u64` that
+// needs only 4-byte alignment (a 32-bit MCU loads it as two words either
+// way). The structures that hold them are then 4-byte aligned too, and are
+// copied and cleared by the 4-byte-aligned `memcpy` and `memset`: with 8,
+// an MCU firmware links a second copy of each. Every derive copies the
+// field (no reference to it is taken); `defmt::Format`, which would take
+// one, is written out.
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Duration {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "Duration {{ micros: {=u64} }}", self.as_micros());
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Instant {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "Instant {{ micros: {=u64} }}", self.as_micros());
+    }
 }
 
 impl Duration {
@@ -191,7 +214,8 @@ pub(crate) const fn div_rem(n: u64, d: u64) -> Option<(u64, u64)> {
 /// A point on the platform's monotonic clock, in microseconds from an
 /// arbitrary origin. Only differences between instants mean anything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+// Aligned to 4 bytes, not 8 (see `ALIGNMENT`).
+#[repr(packed(4))]
 pub struct Instant {
     micros: u64,
 }

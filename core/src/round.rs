@@ -180,7 +180,7 @@ const NX_PX: u8 = 16;
 /// The number (a ttl, a fence).
 const NUMBER: u8 = 32;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 struct Slot {
     /// Requests sent and not answered yet. A server answers in order, and
     /// the rounds' requests are sent in order: the oldest are of earlier
@@ -560,14 +560,10 @@ impl Engine {
     }
 
     pub(crate) fn report(&self) -> Report {
-        let mut r = Report::new(self.n);
         // Every slot: those past `n` are never touched and stay `Pending`,
         // which is what a report holds past its length.
         debug_assert!(self.rest_untouched());
-        for (o, s) in r.outcomes_mut().iter_mut().zip(&self.slots) {
-            *o = s.outcome;
-        }
-        r
+        Report::with_outcomes(self.n, self.slots.map(|s| s.outcome))
     }
 
     pub(crate) fn len(&self) -> usize {

@@ -512,10 +512,13 @@ impl Engine {
             max_value: 0,
             may_hold: 0,
         };
-        for (i, s) in self.slots().iter().enumerate() {
+        // Bit i, for server i (at most MAX_SERVERS < 16 of them).
+        let mut bit = 1u16;
+        for s in self.slots() {
             if !matches!(s.outcome, ServerOutcome::Held | ServerOutcome::Setup(_)) {
-                t.may_hold |= 1u16.checked_shl(i as u32).unwrap_or(0);
+                t.may_hold |= bit;
             }
+            bit = bit.wrapping_shl(1);
             if answered(s.outcome) {
                 t.max_value = t.max_value.max(s.value);
                 if s.value != MISSING {

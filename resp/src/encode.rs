@@ -103,13 +103,12 @@ const DIGITS: usize = 20;
 /// The decimal digits of `n`, formatted without `core::fmt` at the end of
 /// `buf`.
 fn decimal(mut n: u64, buf: &mut [u8; DIGITS]) -> &[u8] {
-    let mut start = buf.len();
-    loop {
+    let mut start = DIGITS;
+    // From the last digit; `DIGITS` are enough for any `u64`.
+    for d in buf.iter_mut().rev() {
         let (q, digit) = div10(n);
-        start = start.saturating_sub(1);
-        if let Some(d) = buf.get_mut(start) {
-            *d = b'0'.wrapping_add(digit);
-        }
+        *d = b'0'.wrapping_add(digit);
+        start = start.wrapping_sub(1);
         n = q;
         if n == 0 {
             break;

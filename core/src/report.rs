@@ -129,7 +129,9 @@ impl Report {
 
     /// All outcomes in server order.
     pub fn outcomes(&self) -> &[ServerOutcome] {
-        self.outcomes.get(..self.len()).unwrap_or_default()
+        // `len` is at most MAX_SERVERS: the `min` tells the compiler so.
+        let (used, _) = self.outcomes.split_at(self.len().min(MAX_SERVERS));
+        used
     }
 
     /// `(server, outcome)` pairs.

@@ -262,12 +262,16 @@ impl Engine {
             .all(|s| !s.send && s.outcome == ServerOutcome::Pending)
     }
 
+    // `n` is at most MAX_SERVERS (see `new`): the `min` tells the compiler
+    // so, and the slices need no check for an `n` out of range.
     fn slots(&self) -> &[Slot] {
-        self.slots.get(..self.n).unwrap_or_default()
+        let (used, _) = self.slots.split_at(self.n.min(MAX_SERVERS));
+        used
     }
 
     fn slots_mut(&mut self) -> &mut [Slot] {
-        self.slots.get_mut(..self.n).unwrap_or_default()
+        let (used, _) = self.slots.split_at_mut(self.n.min(MAX_SERVERS));
+        used
     }
 
     /// A2: a new round: every server gets `request` (its deadline starts

@@ -6,12 +6,12 @@ use core::fmt;
 /// A span of time in whole microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 // Aligned to 4 bytes, not 8 (see `ALIGNMENT`).
-#[repr(packed(4))]
+#[repr(C, packed(4))]
 pub struct Duration {
     micros: u64,
 }
 
-// ALIGNMENT: `Duration` and `Instant` are `repr(packed(4))`: a `u64` that
+// ALIGNMENT: `Duration` and `Instant` are `repr(C, packed(4))`: a `u64` that
 // needs only 4-byte alignment (a 32-bit MCU loads it as two words either
 // way). The structures that hold them are then 4-byte aligned too, and are
 // copied and cleared by the 4-byte-aligned `memcpy` and `memset`: with 8,
@@ -210,7 +210,7 @@ const fn long_division(n: u64, d: u64) -> (u64, u64) {
 /// arbitrary origin. Only differences between instants mean anything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 // Aligned to 4 bytes, not 8 (see `ALIGNMENT`).
-#[repr(packed(4))]
+#[repr(C, packed(4))]
 pub struct Instant {
     micros: u64,
 }

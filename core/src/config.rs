@@ -129,8 +129,14 @@ impl Config {
     pub fn validity(&self, ttl: Duration, start: Instant, now: Instant) -> Option<Duration> {
         let drift = self.drift_for(ttl);
         let elapsed = now.saturating_duration_since(start);
-        let v = ttl.checked_sub(elapsed)?.checked_sub(drift)?;
-        if v.is_zero() { None } else { Some(v) }
+        // `ttl - elapsed - drift` when positive. (At saturation the sum is
+        // larger than any ttl, as the exact sum would be.)
+        let used = elapsed.saturating_add(drift);
+        if ttl > used {
+            ttl.checked_sub(used)
+        } else {
+            None
+        }
     }
 
     fn drift_for(&self, ttl: Duration) -> Duration {
@@ -188,4 +194,62 @@ impl Mutants {
         bare_del_release: false,
         naive_fence: false,
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validity_is_ttl_less_elapsed_less_drift_when_positive() {
+        let micros = [
+            0u64,
+            1,
+            999,
+            1_000,
+            2_000,
+            10_000_000,
+            u64::MAX / 2,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        let drifts = [
+            Drift::DEFAULT,
+            Drift {
+                ratio_num: 0,
+                ratio_den: 1,
+                constant: Duration::ZERO,
+            },
+            Drift {
+                ratio_num: 1,
+                ratio_den: 0,
+                constant: Duration::ZERO,
+            },
+            Drift {
+                ratio_num: 3,
+                ratio_den: 2,
+                constant: Duration::MAX,
+            },
+        ];
+        for drift in drifts {
+            let config = Config {
+                drift,
+                ..Config::DEFAULT
+            };
+            for &ttl in &micros {
+                for &start in &micros {
+                    for &now in &micros {
+                        let ttl = Duration::from_micros(ttl);
+                        let (start, now) = (Instant::from_micros(start), Instant::from_micros(now));
+                        let elapsed = now.saturating_duration_since(start);
+                        let want = ttl
+                            .checked_sub(elapsed)
+                            .and_then(|v| v.checked_sub(drift.for_ttl(ttl)))
+                            .filter(|v| !v.is_zero());
+                        assert_eq!(config.validity(ttl, start, now), want);
+                    }
+                }
+            }
+        }
+    }
 }

@@ -38,8 +38,11 @@ impl Released {
     /// How many servers answered (deleted our key, or had none of ours):
     /// past these, the key of ours is gone for sure.
     pub fn confirmed(&self) -> usize {
-        self.deleted()
-            .saturating_add(self.report.count(ServerOutcome::NotHeld))
+        self.report
+            .outcomes()
+            .iter()
+            .filter(|o| matches!(o, ServerOutcome::Ok | ServerOutcome::NotHeld))
+            .count()
     }
 
     /// True when a majority confirmed (deleted our key or had none): the

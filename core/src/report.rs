@@ -103,10 +103,13 @@ impl Report {
         }
     }
 
-    /// The outcomes, in server order, to fill in (those past
-    /// [`len`](Report::len) stay `Pending`).
-    pub(crate) fn outcomes_mut(&mut self) -> &mut [ServerOutcome] {
-        &mut self.outcomes
+    /// A report of `len` servers with `outcomes` (those past `len` must be
+    /// `Pending`).
+    pub(crate) fn with_outcomes(len: usize, outcomes: [ServerOutcome; MAX_SERVERS]) -> Report {
+        Report {
+            len: len.min(MAX_SERVERS) as u8,
+            outcomes,
+        }
     }
 
     /// The number of servers.
@@ -126,7 +129,9 @@ impl Report {
 
     /// All outcomes in server order.
     pub fn outcomes(&self) -> &[ServerOutcome] {
-        self.outcomes.get(..self.len()).unwrap_or_default()
+        // `len` is at most MAX_SERVERS: the `min` tells the compiler so.
+        let (used, _) = self.outcomes.split_at(self.len().min(MAX_SERVERS));
+        used
     }
 
     /// `(server, outcome)` pairs.

@@ -107,7 +107,6 @@ fn encode(
     }
     // Every request is `name body [numkeys] [resource] [fence key] [token]
     // [NX PX] [number]`: one copy of the encoding code for all of them.
-    let set = matches!(request, Request::Set(_));
     let (name, body) = match script {
         // R1: `SET resource token NX PX ttl`.
         None => (&b"SET"[..], s.resource),
@@ -117,54 +116,71 @@ fn encode(
         }
         Some(script) => (&b"EVALSHA"[..], script.sha1.as_bytes()),
     };
-    // (the resource key, the fence key, the token)
-    let (key, fence_key, token) = match request {
+    // Which of the optional arguments the request has, and how many
+    // arguments that makes in all.
+    let (layout, argc) = match request {
         // The resource is the body of `SET`.
-        Request::Set(_) => (false, false, true),
-        Request::FencedSet(_) | Request::FenceWrite(_) => (true, true, true),
-        Request::Extend(_) | Request::Release => (true, false, true),
+        Request::Set(_) => (TOKEN | NX_PX | NUMBER, 6),
+        Request::FencedSet(_) | Request::FenceWrite(_) => {
+            (NUMKEYS | KEY | FENCE_KEY | TOKEN | NUMBER, 7)
+        }
+        Request::Extend(_) => (NUMKEYS | KEY | TOKEN | NUMBER, 6),
+        Request::Release => (NUMKEYS | KEY | TOKEN, 5),
         // The counter key is the only key.
-        Request::FenceRaise(_) => (false, true, false),
-        Request::Inspect => (true, false, false),
+        Request::FenceRaise(_) => (NUMKEYS | FENCE_KEY | NUMBER, 5),
+        Request::Inspect => (NUMKEYS | KEY, 4),
     };
     let number = match request {
         Request::Set(n)
         | Request::FencedSet(n)
         | Request::FenceWrite(n)
         | Request::Extend(n)
-        | Request::FenceRaise(n) => Some(n),
-        Request::Release | Request::Inspect => None,
+        | Request::FenceRaise(n) => n,
+        Request::Release | Request::Inspect => 0,
     };
-    let keys = usize::from(key).saturating_add(usize::from(fence_key));
-    let argc = 2usize
-        .saturating_add(if set { 2 } else { 1 })
-        .saturating_add(keys)
-        .saturating_add(usize::from(token))
-        .saturating_add(usize::from(number.is_some()));
+    let has = |part: u8| layout & part != 0;
     let mut cmd = Command::new(buf, argc);
     cmd.arg(name).arg(body);
-    if !set {
-        cmd.arg_uint(keys as u64);
+    if has(NUMKEYS) {
+        cmd.arg(if has(KEY) && has(FENCE_KEY) {
+            b"2"
+        } else {
+            b"1"
+        });
     }
-    if key {
+    if has(KEY) {
         cmd.arg(s.resource);
     }
-    if fence_key {
+    if has(FENCE_KEY) {
         cmd.arg_parts(&[s.resource, FENCE_SUFFIX]);
     }
-    if token {
+    if has(TOKEN) {
         cmd.arg(s.token);
     }
-    if set {
+    if has(NX_PX) {
         cmd.arg(b"NX").arg(b"PX");
     }
-    if let Some(n) = number {
-        cmd.arg_uint(n);
+    if has(NUMBER) {
+        cmd.arg_uint(number);
     }
     cmd.finish()
 }
 
-#[derive(Debug, Clone)]
+// The optional arguments of a request (see `encode`).
+/// `numkeys` (scripts).
+const NUMKEYS: u8 = 1;
+/// The resource key.
+const KEY: u8 = 2;
+/// The fence counter key.
+const FENCE_KEY: u8 = 4;
+/// The token.
+const TOKEN: u8 = 8;
+/// `NX PX` (`SET`).
+const NX_PX: u8 = 16;
+/// The number (a ttl, a fence).
+const NUMBER: u8 = 32;
+
+#[derive(Debug, Clone, Copy)]
 struct Slot {
     /// Requests sent and not answered yet. A server answers in order, and
     /// the rounds' requests are sent in order: the oldest are of earlier
@@ -246,12 +262,16 @@ impl Engine {
             .all(|s| !s.send && s.outcome == ServerOutcome::Pending)
     }
 
+    // `n` is at most MAX_SERVERS (see `new`): the `min` tells the compiler
+    // so, and the slices need no check for an `n` out of range.
     fn slots(&self) -> &[Slot] {
-        self.slots.get(..self.n).unwrap_or_default()
+        let (used, _) = self.slots.split_at(self.n.min(MAX_SERVERS));
+        used
     }
 
     fn slots_mut(&mut self) -> &mut [Slot] {
-        self.slots.get_mut(..self.n).unwrap_or_default()
+        let (used, _) = self.slots.split_at_mut(self.n.min(MAX_SERVERS));
+        used
     }
 
     /// A2: a new round: every server gets `request` (its deadline starts
@@ -496,10 +516,13 @@ impl Engine {
             max_value: 0,
             may_hold: 0,
         };
-        for (i, s) in self.slots().iter().enumerate() {
+        // Bit i, for server i (at most MAX_SERVERS < 16 of them).
+        let mut bit = 1u16;
+        for s in self.slots() {
             if !matches!(s.outcome, ServerOutcome::Held | ServerOutcome::Setup(_)) {
-                t.may_hold |= 1u16.checked_shl(i as u32).unwrap_or(0);
+                t.may_hold |= bit;
             }
+            bit = bit.wrapping_shl(1);
             if answered(s.outcome) {
                 t.max_value = t.max_value.max(s.value);
                 if s.value != MISSING {
@@ -544,14 +567,10 @@ impl Engine {
     }
 
     pub(crate) fn report(&self) -> Report {
-        let mut r = Report::new(self.n);
         // Every slot: those past `n` are never touched and stay `Pending`,
         // which is what a report holds past its length.
         debug_assert!(self.rest_untouched());
-        for (o, s) in r.outcomes_mut().iter_mut().zip(&self.slots) {
-            *o = s.outcome;
-        }
-        r
+        Report::with_outcomes(self.n, self.slots.map(|s| s.outcome))
     }
 
     pub(crate) fn len(&self) -> usize {

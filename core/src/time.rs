@@ -5,9 +5,32 @@ use core::fmt;
 
 /// A span of time in whole microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+// Aligned to 4 bytes, not 8 (see `ALIGNMENT`).
+#[repr(C, packed(4))]
 pub struct Duration {
     micros: u64,
+}
+
+// ALIGNMENT: `Duration` and `Instant` are `repr(C, packed(4))`: a `u64` that
+// needs only 4-byte alignment (a 32-bit MCU loads it as two words either
+// way). The structures that hold them are then 4-byte aligned too, and are
+// copied and cleared by the 4-byte-aligned `memcpy` and `memset`: with 8,
+// an MCU firmware links a second copy of each. Every derive copies the
+// field (no reference to it is taken); `defmt::Format`, which would take
+// one, is written out.
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Duration {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "Duration {{ micros: {=u64} }}", self.as_micros());
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Instant {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "Instant {{ micros: {=u64} }}", self.as_micros());
+    }
 }
 
 impl Duration {
@@ -42,10 +65,7 @@ impl Duration {
 
     /// Whole milliseconds, rounded down.
     pub const fn as_millis(self) -> u64 {
-        match div_rem(self.micros, 1_000) {
-            Some((ms, _)) => ms,
-            None => 0, // not reached: the divisor is not zero
-        }
+        long_division(self.micros, 1_000).0
     }
 
     /// `self + rhs`, or `None` on overflow.
@@ -84,19 +104,18 @@ impl Duration {
     /// calls on MCUs.
     pub const fn mul_ratio_ceil(self, num: u32, den: u32) -> Duration {
         let (num, den) = (num as u64, den as u64);
-        let Some((q, r)) = div_rem(self.micros, den) else {
+        if den == 0 {
             return Duration::MAX;
-        };
+        }
+        let (q, r) = long_division(self.micros, den);
         // q * num + ceil(r * num / den); r < den <= u32::MAX, so r * num
         // fits, and its quotient by den is below num: + 1 fits too.
         let whole = match q.checked_mul(num) {
             Some(w) => w,
             None => return Duration::MAX,
         };
-        let part = match div_rem(r.wrapping_mul(num), den) {
-            Some((p, rem)) => p.wrapping_add((rem != 0) as u64),
-            None => return Duration::MAX, // not reached: `den` is not zero
-        };
+        let (p, rem) = long_division(r.wrapping_mul(num), den);
+        let part = p.wrapping_add((rem != 0) as u64);
         Duration {
             micros: whole.saturating_add(part),
         }
@@ -164,13 +183,12 @@ pub(crate) const fn div_rem(n: u64, d: u64) -> Option<(u64, u64)> {
     if d == 0 {
         return None;
     }
-    if n <= u32::MAX as u64 && d <= u32::MAX as u64 {
-        // A single instruction on most 32-bit MCUs (`d` is not zero).
-        let (n, d) = (n as u32, d as u32);
-        if let (Some(q), Some(r)) = (n.checked_div(d), n.checked_rem(d)) {
-            return Some((q as u64, r as u64));
-        }
-    }
+    Some(long_division(n, d))
+}
+
+/// [`div_rem`] for a `d` known not to be zero (for zero it returns
+/// `(u64::MAX, n)`, and does not panic).
+const fn long_division(n: u64, d: u64) -> (u64, u64) {
     // The bits of `n` leave `q` at the top and enter `r`; the bits of the
     // quotient enter `q` at the bottom.
     let (mut q, mut r) = (n, 0u64);
@@ -185,13 +203,14 @@ pub(crate) const fn div_rem(n: u64, d: u64) -> Option<(u64, u64)> {
             q |= 1;
         }
     }
-    Some((q, r))
+    (q, r)
 }
 
 /// A point on the platform's monotonic clock, in microseconds from an
 /// arbitrary origin. Only differences between instants mean anything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+// Aligned to 4 bytes, not 8 (see `ALIGNMENT`).
+#[repr(C, packed(4))]
 pub struct Instant {
     micros: u64,
 }

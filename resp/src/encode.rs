@@ -103,13 +103,12 @@ const DIGITS: usize = 20;
 /// The decimal digits of `n`, formatted without `core::fmt` at the end of
 /// `buf`.
 fn decimal(mut n: u64, buf: &mut [u8; DIGITS]) -> &[u8] {
-    let mut start = buf.len();
-    loop {
+    let mut start = DIGITS;
+    // From the last digit; `DIGITS` are enough for any `u64`.
+    for d in buf.iter_mut().rev() {
         let (q, digit) = div10(n);
-        start = start.saturating_sub(1);
-        if let Some(d) = buf.get_mut(start) {
-            *d = b'0'.wrapping_add(digit);
-        }
+        *d = b'0'.wrapping_add(digit);
+        start = start.wrapping_sub(1);
         n = q;
         if n == 0 {
             break;
@@ -167,11 +166,8 @@ impl<'b> Command<'b> {
 
     /// Adds one argument, sent as is.
     pub fn arg(&mut self, bytes: &[u8]) -> &mut Self {
-        self.header(b'$', bytes.len());
-        self.put(bytes);
-        self.put(b"\r\n");
-        self.written = self.written.saturating_add(1);
-        self
+        // One copy of the argument code (a key with a suffix needs it).
+        self.arg_parts(core::slice::from_ref(&bytes))
     }
 
     /// Adds one argument made of several pieces sent back to back (a key

@@ -59,15 +59,35 @@ const KINDS: [ErrorKind; 15] = [
     ErrorKind::TryAgain,
 ];
 
+/// The prefixes of [`KINDS`], in the same order, each after its length in
+/// one byte (the same text as [`ErrorKind::as_str`]; a test checks it).
+const PREFIXES: &[u8] = b"\x03ERR\x08NOSCRIPT\x06NOAUTH\x09WRONGPASS\x06NOPERM\x08READONLY\
+    \x07LOADING\x04BUSY\x03OOM\x09WRONGTYPE\x0aMASTERDOWN\x0bCLUSTERDOWN\x05MOVED\x03ASK\
+    \x08TRYAGAIN";
+
 impl ErrorKind {
     /// Classifies an error by its first word (the text up to the first space).
     pub fn classify(message: &[u8]) -> ErrorKind {
-        let code = message.split(|&b| b == b' ').next().unwrap_or_default();
-        KINDS
-            .iter()
-            .find(|k| k.as_str().as_bytes() == code)
-            .copied()
-            .unwrap_or(ErrorKind::Other)
+        let code = match message.iter().position(|&b| b == b' ') {
+            Some(end) => message.get(..end).unwrap_or_default(),
+            None => message,
+        };
+        // The prefixes of `KINDS` in order, each after its length: a few
+        // bytes of table instead of a pointer and a length per kind.
+        let mut rest = PREFIXES;
+        for &kind in &KINDS {
+            let Some((&len, tail)) = rest.split_first() else {
+                break;
+            };
+            let Some((prefix, tail)) = tail.split_at_checked(usize::from(len)) else {
+                break;
+            };
+            if prefix == code {
+                return kind;
+            }
+            rest = tail;
+        }
+        ErrorKind::Other
     }
 
     /// The prefix this kind stands for (`"OTHER"` for [`ErrorKind::Other`]).
@@ -132,5 +152,36 @@ impl core::fmt::Display for ServerError<'_> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prefix_table_is_as_str() {
+        let mut rest = PREFIXES;
+        for kind in KINDS {
+            let (&len, tail) = rest.split_first().unwrap_or((&0, &[]));
+            let (prefix, tail) = tail.split_at(usize::from(len));
+            assert_eq!(prefix, kind.as_str().as_bytes());
+            assert_eq!(ErrorKind::classify(prefix), kind);
+            rest = tail;
+        }
+        assert!(rest.is_empty());
+        for (message, kind) in [
+            (&b""[..], ErrorKind::Other),
+            (b" ERR", ErrorKind::Other),
+            (b"ERR", ErrorKind::Err),
+            (b"ERR ", ErrorKind::Err),
+            (b"ERRX y", ErrorKind::Other),
+            (b"NOSCRIPT No matching script", ErrorKind::NoScript),
+            (b"OTHER x", ErrorKind::Other),
+            (b"err x", ErrorKind::Other),
+            (b"TRYAGAIN", ErrorKind::TryAgain),
+        ] {
+            assert_eq!(ErrorKind::classify(message), kind, "{message:?}");
+        }
     }
 }

@@ -15,7 +15,7 @@ mod driven;
 
 use driven::{Driven, Idle};
 
-use crate::conn::{Buffers, Conn, Expect, Fail, RUN_ID_LEN, Refusal, State, plan};
+use crate::conn::{Buffers, Conn, Expect, Fail, RUN_ID_LEN, Refusal, State, move_down, plan};
 use crate::error::Error;
 use crate::net::{Clock, Credentials, Network};
 
@@ -105,21 +105,25 @@ const fn max_script_source() -> usize {
 
 /// The encoded size of a command whose arguments have these lengths
 /// (`None`: absent).
-fn command_len(args: &[Option<usize>]) -> usize {
-    let digits = |mut n: usize| {
+const fn command_len(args: &[Option<usize>]) -> usize {
+    const fn digits(mut n: usize) -> usize {
         let mut d = 1usize;
         while n >= 10 {
             n /= 10;
             d = d.saturating_add(1);
         }
         d
-    };
+    }
     let mut count = 0usize;
     let mut len = 0usize;
-    for arg in args.iter().flatten() {
-        count = count.saturating_add(1);
-        // `$<len>\r\n<bytes>\r\n`
-        len = len.saturating_add(digits(*arg).saturating_add(5).saturating_add(*arg));
+    let mut rest = args;
+    while let [first, tail @ ..] = rest {
+        if let Some(arg) = *first {
+            count = count.saturating_add(1);
+            // `$<len>\r\n<bytes>\r\n`
+            len = len.saturating_add(digits(arg).saturating_add(5).saturating_add(arg));
+        }
+        rest = tail;
     }
     // `*<count>\r\n`
     len.saturating_add(digits(count).saturating_add(3))
@@ -128,14 +132,14 @@ fn command_len(args: &[Option<usize>]) -> usize {
 /// The most bytes a handshake step of a server with `creds` takes: a
 /// held release must leave them free.
 fn handshake_reserve(creds: &Credentials<'_>) -> usize {
+    /// `SCRIPT LOAD` of the longest script; SELECT and INFO are shorter.
+    const LOAD: usize = command_len(&[Some(6), Some(4), Some(max_script_source())]);
     let auth = command_len(&[
         Some(4),
         creds.user.map(<[u8]>::len),
         creds.password.map(<[u8]>::len),
     ]);
-    // `SCRIPT LOAD` of the longest script; SELECT and INFO are shorter.
-    let load = command_len(&[Some(6), Some(4), Some(max_script_source())]);
-    auth.max(load)
+    auth.max(LOAD)
 }
 
 /// Reads of one socket per pass of the loop, so that a server that floods
@@ -177,6 +181,8 @@ pub struct Client<'a, N, C, G, const SERVERS: usize, const IN: usize = 1024, con
     options: Options,
     creds: [Credentials<'a>; SERVERS],
     conns: &'a mut [Conn<IN, OUT>; SERVERS],
+    /// Where the operation encodes its next request.
+    request: &'a mut [u8; OUT],
     parser: Parser,
 }
 
@@ -242,6 +248,7 @@ where
             options: Options::DEFAULT,
             creds,
             conns: &mut buffers.conns,
+            request: &mut buffers.request,
             parser: Parser::default(),
         })
     }
@@ -434,18 +441,17 @@ where
     /// The loop of [`run`](Client::run), not generic, so that its code
     /// exists once.
     fn drive(&mut self, op: &mut dyn Driven) -> Result<(), Error> {
-        let mut buf = [0u8; OUT];
         loop {
             let now = self.clock.now();
             // Connections lost during the operation come back in the
             // background, for its later requests.
             let (connecting, _) = self.maintain(now, &mut *op);
             // A2: everything that can be sent is written before reading.
-            while let Some(t) = op.poll_transmit(now, &mut buf).map_err(|e| match e {
+            while let Some(t) = op.poll_transmit(now, self.request).map_err(|e| match e {
                 EncodeError::BufferTooSmall { needed } => Error::BufferTooSmall { needed },
                 _ => Error::BufferTooSmall { needed: OUT },
             })? {
-                self.send(op, now, t, &buf);
+                self.send(op, now, t);
             }
             for i in 0..SERVERS {
                 self.flush(i, &mut *op, now);
@@ -470,11 +476,11 @@ where
         }
     }
 
-    /// Queues request `t` (in `buf`) on its server's connection, or tells
-    /// the operation that the server cannot be asked.
-    fn send(&mut self, op: &mut dyn Driven, now: Instant, t: Transmit, buf: &[u8]) {
+    /// Queues request `t` (in `self.request`) on its server's connection,
+    /// or tells the operation that the server cannot be asked.
+    fn send(&mut self, op: &mut dyn Driven, now: Instant, t: Transmit) {
         let i = t.server.index();
-        let bytes = buf.get(..t.len).unwrap_or_default();
+        let bytes = self.request.get(..t.len).unwrap_or_default();
         let Some(conn) = self.conns.get_mut(i) else {
             op.handle_connection_error(now, t.server);
             return;
@@ -684,15 +690,8 @@ where
             }
         };
         if let Some(conn) = self.conns.get_mut(i) {
-            // A byte loop, not `copy_within`: that would link a 1.5 KiB
-            // `memmove` for the few bytes of a pipelined reply.
             let rest = conn.filled.saturating_sub(used);
-            for k in 0..rest {
-                let byte = conn.inbuf.get(k.saturating_add(used)).copied().unwrap_or(0);
-                if let Some(b) = conn.inbuf.get_mut(k) {
-                    *b = byte;
-                }
-            }
+            move_down(&mut conn.inbuf, used, 0, rest);
             conn.filled = rest;
         }
         result

@@ -422,25 +422,25 @@ where
     /// Drives `op` to its end: sends everything it has, then reads replies
     /// as they come and times out what is late.
     fn run<O: Operation>(&mut self, mut op: O) -> Result<O::Output, Error> {
-        let result = self.drive(&mut op);
-        self.end_op();
-        result?;
+        self.drive(&mut op)?;
         // Taken only now, once: the outcome is not copied around the loop.
         op.poll_outcome().ok_or(Error::NoOutcome)
-    }
-
-    /// Replies still owed to the operation that ended are dropped when they
-    /// come.
-    #[inline(never)]
-    fn end_op(&mut self) {
-        for conn in self.conns.iter_mut() {
-            conn.end_op();
-        }
     }
 
     /// The loop of [`run`](Client::run), not generic, so that its code
     /// exists once.
     fn drive(&mut self, op: &mut dyn Driven) -> Result<(), Error> {
+        let result = self.pump(op);
+        // Replies still owed to the operation that ended are dropped when
+        // they come.
+        for conn in self.conns.iter_mut() {
+            conn.end_op();
+        }
+        result
+    }
+
+    /// [`drive`](Client::drive) until the operation is done or fails.
+    fn pump(&mut self, op: &mut dyn Driven) -> Result<(), Error> {
         loop {
             let now = self.clock.now();
             // Connections lost during the operation come back in the
@@ -498,10 +498,7 @@ where
                 }
                 return;
             }
-            match conn.refused.get() {
-                Some(why) => op.handle_setup_error(now, t.server, why),
-                None => op.handle_connection_error(now, t.server),
-            }
+            lost(op, now, t.server, conn.refused.get());
             return;
         }
         conn.compact_out();
@@ -704,6 +701,15 @@ where
     /// C3: another entry whose last handshake told the same `run_id`.
     fn twin(&self, i: usize, id: &[u8]) -> Option<ServerId> {
         handshake::twin_by_id(self.conns.iter().map(|c| c.run_id.as_slice()), i, id)
+    }
+}
+
+/// Tells `op` that its requests to `server` are lost: the connection failed,
+/// or its handshake was `refused`.
+fn lost(op: &mut dyn Driven, now: Instant, server: ServerId, refused: Option<SetupError>) {
+    match refused {
+        Some(why) => op.handle_setup_error(now, server, why),
+        None => op.handle_connection_error(now, server),
     }
 }
 

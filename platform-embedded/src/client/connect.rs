@@ -3,7 +3,7 @@
 
 use redlock_core::{Instant, ServerId};
 
-use super::{Client, Driven, Idle};
+use super::{Client, Driven, Idle, lost};
 use crate::conn::{Fail, Refusal, State};
 use crate::net::{Clock, Link, Network};
 
@@ -35,17 +35,18 @@ where
             // An established connection that broke: reconnect at once.
             conn.retry_at = now;
         }
-        if let Fail::Refused(e) = why {
+        let refused = match why {
+            Fail::Refused(e) => Some(e),
+            Fail::Broken => None,
+        };
+        if let Some(e) = refused {
             conn.refused = Refusal::Some(e);
             rl_log!(warn, "redlock: server {} not used: {}", i, e);
         }
         conn.reset();
         self.net.close(i);
         if owed {
-            match why {
-                Fail::Refused(e) => op.handle_setup_error(now, ServerId(i as u8), e),
-                Fail::Broken => op.handle_connection_error(now, ServerId(i as u8)),
-            }
+            lost(op, now, ServerId(i as u8), refused);
         }
     }
 

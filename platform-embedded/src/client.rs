@@ -482,7 +482,7 @@ where
         let i = t.server.index();
         let bytes = self.request.get(..t.len).unwrap_or_default();
         let Some(conn) = self.conns.get_mut(i) else {
-            op.handle_connection_error(now, t.server);
+            op.lost(now, t.server, None);
             return;
         };
         if conn.state != State::Ready {
@@ -498,7 +498,7 @@ where
                 }
                 return;
             }
-            lost(op, now, t.server, conn.refused.get());
+            op.lost(now, t.server, conn.refused.get());
             return;
         }
         conn.compact_out();
@@ -508,7 +508,7 @@ where
             let told = conn.owes_op();
             self.fail(i, now, Fail::Broken, op);
             if !told {
-                op.handle_connection_error(now, t.server);
+                op.lost(now, t.server, None);
             }
         }
     }
@@ -701,15 +701,6 @@ where
     /// C3: another entry whose last handshake told the same `run_id`.
     fn twin(&self, i: usize, id: &[u8]) -> Option<ServerId> {
         handshake::twin_by_id(self.conns.iter().map(|c| c.run_id.as_slice()), i, id)
-    }
-}
-
-/// Tells `op` that its requests to `server` are lost: the connection failed,
-/// or its handshake was `refused`.
-fn lost(op: &mut dyn Driven, now: Instant, server: ServerId, refused: Option<SetupError>) {
-    match refused {
-        Some(why) => op.handle_setup_error(now, server, why),
-        None => op.handle_connection_error(now, server),
     }
 }
 

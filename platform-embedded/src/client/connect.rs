@@ -3,7 +3,7 @@
 
 use redlock_core::{Instant, ServerId};
 
-use super::{Client, Driven, Idle, lost};
+use super::{Client, Driven, Idle};
 use crate::conn::{Fail, Refusal, State};
 use crate::net::{Clock, Link, Network};
 
@@ -46,7 +46,7 @@ where
         conn.reset();
         self.net.close(i);
         if owed {
-            lost(op, now, ServerId(i as u8), refused);
+            op.lost(now, ServerId(i as u8), refused);
         }
     }
 

@@ -129,18 +129,9 @@ const fn command_len(args: &[Option<usize>]) -> usize {
     len.saturating_add(digits(count).saturating_add(3))
 }
 
-/// The most bytes a handshake step of a server with `creds` takes: a
-/// held release must leave them free.
-fn handshake_reserve(creds: &Credentials<'_>) -> usize {
-    /// `SCRIPT LOAD` of the longest script; SELECT and INFO are shorter.
-    const LOAD: usize = command_len(&[Some(6), Some(4), Some(max_script_source())]);
-    let auth = command_len(&[
-        Some(4),
-        creds.user.map(<[u8]>::len),
-        creds.password.map(<[u8]>::len),
-    ]);
-    auth.max(LOAD)
-}
+/// The size of a `SCRIPT LOAD` of the longest script, the largest handshake
+/// step but `AUTH` (`SELECT` and `INFO` are shorter).
+const SCRIPT_LOAD_LEN: usize = command_len(&[Some(6), Some(4), Some(max_script_source())]);
 
 /// Reads of one socket per pass of the loop, so that a server that floods
 /// cannot keep the others and the timeouts waiting.
@@ -232,13 +223,18 @@ where
         for (conn, creds) in buffers.conns.iter_mut().zip(creds.iter()) {
             // AUTH is the only handshake command whose size depends on the
             // caller; the others are under the request overhead.
-            let password = creds.password.map_or(0, <[u8]>::len);
-            let user = creds.user.map(<[u8]>::len);
-            let needed = command_len(&[Some(4), user, Some(password)]);
-            if creds.password.is_some() && needed > OUT {
-                return Err(Error::BufferTooSmall { needed });
+            let auth = command_len(&[
+                Some(4),
+                creds.user.map(<[u8]>::len),
+                creds.password.map(<[u8]>::len),
+            ]);
+            if creds.password.is_some() && auth > OUT {
+                return Err(Error::BufferTooSmall { needed: auth });
             }
             conn.clear();
+            // The most bytes a handshake step takes: a held release must
+            // leave them free.
+            conn.reserve = auth.max(SCRIPT_LOAD_LEN);
         }
         Ok(Client {
             net,
@@ -488,11 +484,7 @@ where
         if conn.state != State::Ready {
             // A release is delivered even to a server whose connection
             // broke: it waits behind the new connection's handshake.
-            let reserve = handshake_reserve(&self.creds_of(i));
-            let Some(conn) = self.conns.get_mut(i) else {
-                return;
-            };
-            if t.release && conn.refused.get().is_none() && conn.hold(bytes, reserve) {
+            if t.release && conn.refused.get().is_none() && conn.hold(bytes) {
                 if conn.state == State::Down {
                     self.start_connect(i, now, op);
                 }

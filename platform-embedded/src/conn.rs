@@ -149,6 +149,9 @@ pub(crate) struct Conn<const IN: usize, const OUT: usize> {
     pub(crate) incarnation: Option<Instant>,
     /// The server's `run_id` from its last handshake (its identity).
     pub(crate) run_id: Vec<u8, RUN_ID_LEN>,
+    /// The most bytes a handshake step of this server takes (set by the
+    /// client from its credentials): a held release leaves them free.
+    pub(crate) reserve: usize,
 }
 
 impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
@@ -172,6 +175,7 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
             refused: Refusal::None,
             incarnation: None,
             run_id: Vec::new(),
+            reserve: 0,
         }
     }
 
@@ -225,10 +229,11 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
 
     /// Keeps a request (a release) at the end of the output buffer until the
     /// handshake passes. `false` if one is held already or it does not fit.
-    /// `reserve` bytes must stay free for the largest handshake step.
-    pub(crate) fn hold(&mut self, bytes: &[u8], reserve: usize) -> bool {
+    /// [`reserve`](Conn::reserve) bytes stay free for the largest handshake
+    /// step.
+    pub(crate) fn hold(&mut self, bytes: &[u8]) -> bool {
         let free = OUT.saturating_sub(self.out_len);
-        let room = OUT.saturating_sub(reserve).min(free);
+        let room = OUT.saturating_sub(self.reserve).min(free);
         if self.held > 0 || bytes.is_empty() || bytes.len() > room {
             return false;
         }

@@ -426,7 +426,7 @@ where
     /// The loop of [`run`](Client::run), not generic, so that its code
     /// exists once.
     fn drive(&mut self, op: &mut dyn Driven) -> Result<(), Error> {
-        let result = self.pump(op);
+        let result = self.pump(op, None);
         // Replies still owed to the operation that ended are dropped when
         // they come.
         for conn in self.conns.iter_mut() {
@@ -435,34 +435,53 @@ where
         result
     }
 
-    /// [`drive`](Client::drive) until the operation is done or fails.
-    fn pump(&mut self, op: &mut dyn Driven) -> Result<(), Error> {
+    /// The loop of [`drive`](Client::drive), until the operation is done or
+    /// fails; with `prepare: Some(end)` (and [`Idle`]) the loop of
+    /// [`prepare`](Client::prepare) instead, which sends nothing but
+    /// handshakes and ends by `end`: one loop, so that its code exists once.
+    fn pump(&mut self, op: &mut dyn Driven, prepare: Option<Instant>) -> Result<(), Error> {
         loop {
-            let now = self.clock.now();
+            let mut now = self.clock.now();
             // Connections lost during the operation come back in the
             // background, for its later requests.
-            let (connecting, _) = self.maintain(now, &mut *op);
-            // A2: everything that can be sent is written before reading.
-            while let Some(t) = op.poll_transmit(now, self.request).map_err(|e| match e {
-                EncodeError::BufferTooSmall { needed } => Error::BufferTooSmall { needed },
-                _ => Error::BufferTooSmall { needed: OUT },
-            })? {
-                self.send(op, now, t);
-            }
-            for i in 0..SERVERS {
-                self.flush(i, &mut *op, now);
-            }
-            if op.done() {
-                return Ok(());
+            let (connecting, fresh) = self.maintain(now, &mut *op);
+            if prepare.is_none() {
+                // A2: everything that can be sent is written before reading.
+                while let Some(t) = op.poll_transmit(now, self.request).map_err(|e| match e {
+                    EncodeError::BufferTooSmall { needed } => Error::BufferTooSmall { needed },
+                    _ => Error::BufferTooSmall { needed: OUT },
+                })? {
+                    self.send(op, now, t);
+                }
+                for i in 0..SERVERS {
+                    self.flush(i, &mut *op, now);
+                }
+                if op.done() {
+                    return Ok(());
+                }
             }
             let progressed = self.receive(&mut *op);
-            let now = self.clock.now();
-            let deadline = op.poll_timeout();
-            if deadline.is_some_and(|t| now >= t) {
-                op.handle_timeout(now);
-            } else if !progressed {
+            let (deadline, pending) = match prepare {
+                // Only the connects on their first attempt are waited for.
+                Some(end) => {
+                    if fresh.is_none() || now >= end {
+                        return Ok(());
+                    }
+                    (None, fresh)
+                }
+                None => {
+                    now = self.clock.now();
+                    let deadline = op.poll_timeout();
+                    if deadline.is_some_and(|t| now >= t) {
+                        op.handle_timeout(now);
+                        continue;
+                    }
+                    (deadline, connecting)
+                }
+            };
+            if !progressed {
                 // Nothing awaited means nothing will change it: only time.
-                let until = match (deadline, connecting) {
+                let until = match (deadline, pending) {
                     (Some(a), Some(b)) => a.min(b),
                     (Some(t), None) | (None, Some(t)) => t,
                     (None, None) => now.saturating_add(Duration::from_millis(1)),

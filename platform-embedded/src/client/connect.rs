@@ -63,17 +63,8 @@ where
             .clock
             .now()
             .saturating_add(self.options.connect_timeout);
-        loop {
-            let now = self.clock.now();
-            let (_, waiting) = self.maintain(now, &mut Idle);
-            let progressed = self.receive(&mut Idle);
-            match waiting {
-                None => return,
-                Some(_) if now >= end => return,
-                Some(until) if !progressed => self.net.wait(until),
-                Some(_) => {}
-            }
-        }
+        // Never `Err`: only an operation's requests fail the loop.
+        let _ = self.pump(&mut Idle, Some(end));
     }
 
     /// Starts connecting server `i`.

@@ -319,8 +319,7 @@ where
         config: Config,
     ) -> Result<Lock<'r>, Error> {
         self.check_resource(resource)?;
-        self.prepare();
-        let servers = self.servers();
+        let servers = self.prepare_servers();
         let now = self.clock.now();
         let op = Acquire::new(
             &config,
@@ -340,8 +339,7 @@ where
     /// still holds it within its validity. On success `lock` has the new
     /// validity; on failure it is left as it was.
     pub fn extend(&mut self, lock: &mut Lock<'_>, ttl: Duration) -> Result<(), Error> {
-        self.prepare();
-        let servers = self.servers();
+        let servers = self.prepare_servers();
         let now = self.clock.now();
         let op = Extend::new(&self.config, &servers, lock.resource, &lock.lock, ttl, now)?;
         match self.run(op)? {
@@ -356,8 +354,7 @@ where
     /// Releases `lock` on every server. `Err(NotReleased)` when fewer than a
     /// majority confirmed (the key may stay until its ttl ends).
     pub fn unlock(&mut self, lock: &Lock<'_>) -> Result<Released, Error> {
-        self.prepare();
-        let servers = self.servers();
+        let servers = self.prepare_servers();
         let op = Release::for_lock(&self.config, &servers, lock.resource, &lock.lock);
         confirmed(self.run(op)?)
     }
@@ -366,8 +363,7 @@ where
     /// process, or before a reboot, whose token was kept).
     pub fn unlock_token(&mut self, resource: &[u8], token: &[u8]) -> Result<Released, Error> {
         self.check_resource(resource)?;
-        self.prepare();
-        let servers = self.servers();
+        let servers = self.prepare_servers();
         let timeout = self.config.request_timeout_for(TIMEOUT_TTL);
         let op = Release::new(&self.config, &servers, resource, token, timeout)?;
         confirmed(self.run(op)?)
@@ -376,8 +372,7 @@ where
     /// Who holds `resource` on each server, and for how long (F3).
     pub fn inspect(&mut self, resource: &[u8]) -> Result<Inspection, Error> {
         self.check_resource(resource)?;
-        self.prepare();
-        let servers = self.servers();
+        let servers = self.prepare_servers();
         let timeout = self.config.request_timeout_for(TIMEOUT_TTL);
         let op = Inspect::new(&servers, resource, timeout);
         self.run(op)
@@ -387,8 +382,7 @@ where
     /// least `floor` on every server (never lowers it).
     pub fn fence_repair(&mut self, resource: &[u8], floor: u64) -> Result<FenceRepaired, Error> {
         self.check_resource(resource)?;
-        self.prepare();
-        let servers = self.servers();
+        let servers = self.prepare_servers();
         let timeout = self.config.request_timeout_for(TIMEOUT_TTL);
         let op = FenceRepair::new(&self.config, &servers, resource, floor, timeout);
         self.run(op)?
@@ -403,9 +397,11 @@ where
         Ok(())
     }
 
-    /// The servers, with when each one's current process started, as far
-    /// as the handshakes told.
-    fn servers(&self) -> Servers {
+    /// Before an operation: [`prepare`](Client::prepare)s the connections,
+    /// then returns the servers, with when each one's current process
+    /// started, as far as the handshakes told.
+    fn prepare_servers(&mut self) -> Servers {
+        self.prepare();
         let mut servers = Servers::new(SERVERS).unwrap_or_else(|_| unreachable_servers());
         for (i, conn) in self.conns.iter().enumerate() {
             if let Some(started) = conn.incarnation {

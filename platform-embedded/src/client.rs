@@ -321,7 +321,7 @@ where
         self.check_resource(resource)?;
         let servers = self.prepare_servers();
         let now = self.clock.now();
-        let op = Acquire::new(
+        let mut op = Acquire::new(
             &config,
             &servers,
             resource,
@@ -330,7 +330,7 @@ where
             &mut self.rng,
             now,
         )?;
-        let lock = self.run(op)?;
+        let lock = self.run(&mut op)?;
         lock.map(|lock| Lock { resource, lock })
             .map_err(|e| Error::from_failure(e.kind, e.report))
     }
@@ -341,8 +341,8 @@ where
     pub fn extend(&mut self, lock: &mut Lock<'_>, ttl: Duration) -> Result<(), Error> {
         let servers = self.prepare_servers();
         let now = self.clock.now();
-        let op = Extend::new(&self.config, &servers, lock.resource, &lock.lock, ttl, now)?;
-        match self.run(op)? {
+        let mut op = Extend::new(&self.config, &servers, lock.resource, &lock.lock, ttl, now)?;
+        match self.run(&mut op)? {
             Ok(extended) => {
                 lock.lock = extended;
                 Ok(())
@@ -355,8 +355,8 @@ where
     /// majority confirmed (the key may stay until its ttl ends).
     pub fn unlock(&mut self, lock: &Lock<'_>) -> Result<Released, Error> {
         let servers = self.prepare_servers();
-        let op = Release::for_lock(&self.config, &servers, lock.resource, &lock.lock);
-        confirmed(self.run(op)?)
+        let mut op = Release::for_lock(&self.config, &servers, lock.resource, &lock.lock);
+        confirmed(self.run(&mut op)?)
     }
 
     /// Releases `resource` if it holds `token` (a lock taken by another
@@ -365,8 +365,8 @@ where
         self.check_resource(resource)?;
         let servers = self.prepare_servers();
         let timeout = self.config.request_timeout_for(TIMEOUT_TTL);
-        let op = Release::new(&self.config, &servers, resource, token, timeout)?;
-        confirmed(self.run(op)?)
+        let mut op = Release::new(&self.config, &servers, resource, token, timeout)?;
+        confirmed(self.run(&mut op)?)
     }
 
     /// Who holds `resource` on each server, and for how long (F3).
@@ -374,8 +374,8 @@ where
         self.check_resource(resource)?;
         let servers = self.prepare_servers();
         let timeout = self.config.request_timeout_for(TIMEOUT_TTL);
-        let op = Inspect::new(&servers, resource, timeout);
-        self.run(op)
+        let mut op = Inspect::new(&servers, resource, timeout);
+        self.run(&mut op)
     }
 
     /// F1, an operator's repair: raises `resource`'s fence counter to at
@@ -384,8 +384,8 @@ where
         self.check_resource(resource)?;
         let servers = self.prepare_servers();
         let timeout = self.config.request_timeout_for(TIMEOUT_TTL);
-        let op = FenceRepair::new(&self.config, &servers, resource, floor, timeout);
-        self.run(op)?
+        let mut op = FenceRepair::new(&self.config, &servers, resource, floor, timeout);
+        self.run(&mut op)?
             .map_err(|e| Error::from_failure(e.kind, e.report))
     }
 
@@ -413,8 +413,8 @@ where
 
     /// Drives `op` to its end: sends everything it has, then reads replies
     /// as they come and times out what is late.
-    fn run<O: Operation>(&mut self, mut op: O) -> Result<O::Output, Error> {
-        self.drive(&mut op)?;
+    fn run<O: Operation>(&mut self, op: &mut O) -> Result<O::Output, Error> {
+        self.drive(op)?;
         // Taken only now, once: the outcome is not copied around the loop.
         op.poll_outcome().ok_or(Error::NoOutcome)
     }

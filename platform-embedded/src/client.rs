@@ -13,7 +13,7 @@ use redlock_core::{
 mod connect;
 mod driven;
 
-use driven::{Driven, Idle};
+use driven::Driven;
 
 use crate::conn::{Buffers, Conn, Expect, Fail, RUN_ID_LEN, Refusal, State, move_down, plan};
 use crate::error::Error;
@@ -422,7 +422,7 @@ where
     /// The loop of [`run`](Client::run), not generic, so that its code
     /// exists once.
     fn drive(&mut self, op: &mut dyn Driven) -> Result<(), Error> {
-        let result = self.pump(op, None);
+        let result = self.pump(Some(op), Instant::ZERO);
         // Replies still owed to the operation that ended are dropped when
         // they come.
         for conn in self.conns.iter_mut() {
@@ -431,17 +431,17 @@ where
         result
     }
 
-    /// The loop of [`drive`](Client::drive), until the operation is done or
-    /// fails; with `prepare: Some(end)` (and [`Idle`]) the loop of
+    /// The loop of [`drive`](Client::drive), until the operation `op` is
+    /// done or fails; with no operation, the loop of
     /// [`prepare`](Client::prepare) instead, which sends nothing but
     /// handshakes and ends by `end`: one loop, so that its code exists once.
-    fn pump(&mut self, op: &mut dyn Driven, prepare: Option<Instant>) -> Result<(), Error> {
+    fn pump(&mut self, mut op: Option<&mut (dyn Driven + '_)>, end: Instant) -> Result<(), Error> {
         loop {
             let mut now = self.clock.now();
             // Connections lost during the operation come back in the
             // background, for its later requests.
-            let (connecting, fresh) = self.maintain(now, &mut *op);
-            if prepare.is_none() {
+            let (connecting, fresh) = self.maintain(now, op.as_deref_mut());
+            if let Some(op) = op.as_deref_mut() {
                 // A2: everything that can be sent is written before reading.
                 while let Some(t) = op.poll_transmit(now, self.request).map_err(|e| match e {
                     EncodeError::BufferTooSmall { needed } => Error::BufferTooSmall { needed },
@@ -450,22 +450,22 @@ where
                     self.send(op, now, t);
                 }
                 for i in 0..SERVERS {
-                    self.flush(i, &mut *op, now);
+                    self.flush(i, Some(&mut *op), now);
                 }
                 if op.done() {
                     return Ok(());
                 }
             }
-            let progressed = self.receive(&mut *op);
-            let (deadline, pending) = match prepare {
+            let progressed = self.receive(op.as_deref_mut());
+            let (deadline, pending) = match op.as_deref_mut() {
                 // Only the connects on their first attempt are waited for.
-                Some(end) => {
+                None => {
                     if fresh.is_none() || now >= end {
                         return Ok(());
                     }
                     (None, fresh)
                 }
-                None => {
+                Some(op) => {
                     now = self.clock.now();
                     let deadline = op.poll_timeout();
                     if deadline.is_some_and(|t| now >= t) {
@@ -501,7 +501,7 @@ where
             // broke: it waits behind the new connection's handshake.
             if t.release && conn.refused.get().is_none() && conn.hold(bytes) {
                 if conn.state == State::Down {
-                    self.start_connect(i, now, op);
+                    self.start_connect(i, now, Some(op));
                 }
                 return;
             }
@@ -513,7 +513,7 @@ where
             // Its output is full of what it has not read: it is stuck.
             rl_log!(warn, "redlock: server {} is not reading; dropped", i);
             let told = conn.owes_op();
-            self.fail(i, now, Fail::Broken, op);
+            self.fail(i, now, Fail::Broken, Some(&mut *op));
             if !told {
                 op.lost(now, t.server, None);
             }
@@ -522,7 +522,7 @@ where
 
     /// Writes what connection `i` has pending, as far as its socket takes
     /// it without blocking.
-    fn flush(&mut self, i: usize, op: &mut dyn Driven, now: Instant) {
+    fn flush(&mut self, i: usize, op: Option<&mut (dyn Driven + '_)>, now: Instant) {
         let Some(conn) = self.conns.get_mut(i) else {
             return;
         };
@@ -560,7 +560,7 @@ where
 
     /// Reads every socket that has data and hands out the replies; `true`
     /// if anything was read or a connection failed.
-    fn receive(&mut self, op: &mut dyn Driven) -> bool {
+    fn receive(&mut self, mut op: Option<&mut (dyn Driven + '_)>) -> bool {
         let mut progressed = false;
         for i in 0..SERVERS {
             for _ in 0..READS_PER_PASS {
@@ -588,13 +588,13 @@ where
                 let result = match read {
                     Ok(n) if n > 0 => {
                         conn.filled = conn.filled.saturating_add(n).min(IN);
-                        self.dispatch(i, &mut *op, now)
+                        self.dispatch(i, op.as_deref_mut(), now)
                     }
                     // End of stream, an error, or a reply too large.
                     _ => Err(Fail::Broken),
                 };
                 if let Err(why) = result {
-                    self.fail(i, now, why, &mut *op);
+                    self.fail(i, now, why, op.as_deref_mut());
                     break;
                 }
             }
@@ -605,7 +605,12 @@ where
     /// Parses every complete reply of connection `i` and hands each to the
     /// operation, or to the core's judge of the handshake.
     #[inline(never)]
-    fn dispatch(&mut self, i: usize, op: &mut dyn Driven, now: Instant) -> Result<(), Fail> {
+    fn dispatch(
+        &mut self,
+        i: usize,
+        mut op: Option<&mut (dyn Driven + '_)>,
+        now: Instant,
+    ) -> Result<(), Fail> {
         let info_required = self.config.restart_guard.is_some();
         let plan = plan(&self.creds_of(i), info_required);
         let server = ServerId(i as u8);
@@ -638,7 +643,11 @@ where
             let step = match next {
                 Expect::Stale => continue,
                 Expect::Op => {
-                    if op.handle_reply(now, server, reply).is_err() {
+                    // With no operation running, it answers none.
+                    let taken = op
+                        .as_deref_mut()
+                        .is_some_and(|op| op.handle_reply(now, server, reply).is_ok());
+                    if !taken {
                         rl_log!(
                             warn,
                             "redlock: server {} answered a request it was not sent",
@@ -660,7 +669,9 @@ where
                         conn.incarnation = Some(started);
                         // A reconnect during an operation: the restart guard
                         // judges the votes on this connection by it (C2).
-                        op.set_incarnation(server, started);
+                        if let Some(op) = op.as_deref_mut() {
+                            op.set_incarnation(server, started);
+                        }
                     }
                     conn.run_id.clear();
                     if let Some(id) = info.run_id {

@@ -3,7 +3,7 @@
 
 use redlock_core::{Instant, ServerId};
 
-use super::{Client, Driven, Idle};
+use super::{Client, Driven};
 use crate::conn::{Fail, Refusal, State};
 use crate::net::{Clock, Link, Network};
 
@@ -16,7 +16,13 @@ where
 {
     /// Closes connection `i`. An operation with requests on it learns that
     /// they are lost (and, for a refused handshake, why).
-    pub(super) fn fail(&mut self, i: usize, now: Instant, why: Fail, op: &mut dyn Driven) {
+    pub(super) fn fail(
+        &mut self,
+        i: usize,
+        now: Instant,
+        why: Fail,
+        op: Option<&mut (dyn Driven + '_)>,
+    ) {
         let Some(conn) = self.conns.get_mut(i) else {
             return;
         };
@@ -45,7 +51,7 @@ where
         }
         conn.reset();
         self.net.close(i);
-        if owed {
+        if let Some(op) = op.filter(|_| owed) {
             op.lost(now, ServerId(i as u8), refused);
         }
     }
@@ -64,11 +70,16 @@ where
             .now()
             .saturating_add(self.options.connect_timeout);
         // Never `Err`: only an operation's requests fail the loop.
-        let _ = self.pump(&mut Idle, Some(end));
+        let _ = self.pump(None, end);
     }
 
     /// Starts connecting server `i`.
-    pub(super) fn start_connect(&mut self, i: usize, now: Instant, op: &mut dyn Driven) {
+    pub(super) fn start_connect(
+        &mut self,
+        i: usize,
+        now: Instant,
+        op: Option<&mut (dyn Driven + '_)>,
+    ) {
         let Some(conn) = self.conns.get_mut(i) else {
             return;
         };
@@ -87,7 +98,7 @@ where
     pub(super) fn maintain(
         &mut self,
         now: Instant,
-        op: &mut dyn Driven,
+        mut op: Option<&mut (dyn Driven + '_)>,
     ) -> (Option<Instant>, Option<Instant>) {
         let info_required = self.config.restart_guard.is_some();
         let earliest = |w: Option<Instant>, t: Instant| Some(w.map_or(t, |w: Instant| w.min(t)));
@@ -102,15 +113,15 @@ where
             match (conn.state, link) {
                 // A connection the stack saw close.
                 (State::Ready, Link::Down) => {
-                    self.fail(i, now, Fail::Broken, op);
+                    self.fail(i, now, Fail::Broken, op.as_deref_mut());
                 }
                 (State::Connecting | State::Handshake, _) if now >= conn.deadline => {
                     rl_log!(warn, "redlock: server {} did not connect in time", i);
-                    self.fail(i, now, Fail::Broken, op);
+                    self.fail(i, now, Fail::Broken, op.as_deref_mut());
                     continue;
                 }
                 (State::Connecting | State::Handshake, Link::Down) => {
-                    self.fail(i, now, Fail::Broken, op);
+                    self.fail(i, now, Fail::Broken, op.as_deref_mut());
                     continue;
                 }
                 (State::Connecting, Link::Up) => conn.start_handshake(&creds, info_required),
@@ -120,17 +131,17 @@ where
                 continue;
             };
             if conn.state == State::Down && now >= conn.retry_at {
-                self.start_connect(i, now, op);
+                self.start_connect(i, now, op.as_deref_mut());
             }
             let Some(conn) = self.conns.get_mut(i) else {
                 continue;
             };
             if conn.state == State::Handshake {
                 if conn.pump_handshake(&creds, info_required).is_err() {
-                    self.fail(i, now, Fail::Broken, op);
+                    self.fail(i, now, Fail::Broken, op.as_deref_mut());
                     continue;
                 }
-                self.flush(i, op, now);
+                self.flush(i, op.as_deref_mut(), now);
             }
             if let Some(conn) = self.conns.get(i) {
                 if matches!(conn.state, State::Connecting | State::Handshake) {

@@ -30,28 +30,6 @@ pub(super) trait Driven {
     fn done(&mut self) -> bool;
 }
 
-/// No operation: what the handshake phase hands replies to (a reply for a
-/// request of no operation means the stream is out of step).
-pub(super) struct Idle;
-
-impl Driven for Idle {
-    fn poll_transmit(&mut self, _: Instant, _: &mut [u8]) -> Result<Option<Transmit>, EncodeError> {
-        Ok(None)
-    }
-    fn handle_reply(&mut self, _: Instant, _: ServerId, _: Reply<'_>) -> Result<(), Unsolicited> {
-        Err(Unsolicited)
-    }
-    fn lost(&mut self, _: Instant, _: ServerId, _: Option<SetupError>) {}
-    fn handle_timeout(&mut self, _: Instant) {}
-    fn set_incarnation(&mut self, _: ServerId, _: Instant) {}
-    fn poll_timeout(&self) -> Option<Instant> {
-        None
-    }
-    fn done(&mut self) -> bool {
-        true
-    }
-}
-
 impl<O: Operation> Driven for O {
     fn poll_transmit(
         &mut self,

@@ -232,6 +232,7 @@ where
                 return Err(Error::BufferTooSmall { needed: auth });
             }
             conn.clear();
+            conn.set_plan(plan(creds, config.restart_guard.is_some()));
             // The most bytes a handshake step takes: a held release must
             // leave them free.
             conn.reserve = auth.max(SCRIPT_LOAD_LEN);
@@ -611,8 +612,6 @@ where
         mut op: Option<&mut (dyn Driven + '_)>,
         now: Instant,
     ) -> Result<(), Fail> {
-        let info_required = self.config.restart_guard.is_some();
-        let plan = plan(&self.creds_of(i), info_required);
         let server = ServerId(i as u8);
         let mut used = 0usize;
         let result = loop {
@@ -636,6 +635,7 @@ where
             if reply.is_push() {
                 continue;
             }
+            let plan = conn.plan;
             let Some(next) = conn.owed.next(plan, conn.next_step) else {
                 rl_log!(warn, "redlock: server {} sent a reply for no request", i);
                 break Err(Fail::Broken);

@@ -128,8 +128,11 @@ pub(crate) struct Conn<const IN: usize, const OUT: usize> {
     /// bytes of `out`; `held_stale` once its operation has ended.
     pub(crate) held: usize,
     pub(crate) held_stale: bool,
-    /// Handshake steps written so far, and in all.
+    /// Handshake steps written so far.
     pub(crate) next_step: usize,
+    /// The handshake of this server (set by the client from its
+    /// credentials and config), and its number of steps.
+    pub(crate) plan: Plan,
     pub(crate) steps: usize,
     /// What the replies still to come answer.
     pub(crate) owed: Owed,
@@ -166,6 +169,11 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
             held: 0,
             held_stale: false,
             next_step: 0,
+            plan: Plan {
+                auth: false,
+                select: false,
+                info_required: false,
+            },
             steps: 0,
             owed: Owed::NONE,
             deadline: Instant::ZERO,
@@ -198,7 +206,6 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
         self.held = 0;
         self.held_stale = false;
         self.next_step = 0;
-        self.steps = 0;
         self.owed = Owed::NONE;
         self.incarnation = None;
     }
@@ -299,25 +306,24 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
         self.out_sent = 0;
     }
 
+    /// Sets the handshake plan of this server (a new client).
+    pub(crate) fn set_plan(&mut self, plan: Plan) {
+        self.plan = plan;
+        self.steps = handshake::step_count(plan);
+    }
+
     /// Starts the handshake of a connection that just came up.
-    pub(crate) fn start_handshake(&mut self, creds: &Credentials<'_>, info_required: bool) {
+    pub(crate) fn start_handshake(&mut self) {
         self.state = State::Handshake;
         self.next_step = 0;
-        self.steps = handshake::step_count(plan(creds, info_required));
     }
 
     /// Queues as many handshake steps as the output buffer takes now.
     /// `Err` if a step can never fit (checked when the client is made).
-    pub(crate) fn pump_handshake(
-        &mut self,
-        creds: &Credentials<'_>,
-        info_required: bool,
-    ) -> Result<(), EncodeError> {
+    pub(crate) fn pump_handshake(&mut self, creds: &Credentials<'_>) -> Result<(), EncodeError> {
         self.compact_out();
         while self.next_step < self.steps {
-            let Some((step, script)) =
-                handshake::step_and_script(plan(creds, info_required), self.next_step)
-            else {
+            let Some((step, script)) = handshake::step_and_script(self.plan, self.next_step) else {
                 break;
             };
             let room = OUT.saturating_sub(self.held);

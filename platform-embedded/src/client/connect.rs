@@ -100,7 +100,6 @@ where
         now: Instant,
         mut op: Option<&mut (dyn Driven + '_)>,
     ) -> (Option<Instant>, Option<Instant>) {
-        let info_required = self.config.restart_guard.is_some();
         let earliest = |w: Option<Instant>, t: Instant| Some(w.map_or(t, |w: Instant| w.min(t)));
         let mut waiting: Option<Instant> = None;
         let mut fresh: Option<Instant> = None;
@@ -124,7 +123,7 @@ where
                     self.fail(i, now, Fail::Broken, op.as_deref_mut());
                     continue;
                 }
-                (State::Connecting, Link::Up) => conn.start_handshake(&creds, info_required),
+                (State::Connecting, Link::Up) => conn.start_handshake(),
                 _ => {}
             }
             let Some(conn) = self.conns.get_mut(i) else {
@@ -137,7 +136,7 @@ where
                 continue;
             };
             if conn.state == State::Handshake {
-                if conn.pump_handshake(&creds, info_required).is_err() {
+                if conn.pump_handshake(&creds).is_err() {
                     self.fail(i, now, Fail::Broken, op.as_deref_mut());
                     continue;
                 }

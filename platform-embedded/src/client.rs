@@ -523,6 +523,7 @@ where
 
     /// Writes what connection `i` has pending, as far as its socket takes
     /// it without blocking.
+    #[inline(always)]
     fn flush(&mut self, i: usize, op: Option<&mut (dyn Driven + '_)>, now: Instant) {
         let Some(conn) = self.conns.get_mut(i) else {
             return;

@@ -198,6 +198,7 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
 
     /// Forgets everything of the current connection (not its history:
     /// failures, refusal, identity).
+    #[inline(never)]
     pub(crate) fn reset(&mut self) {
         self.state = State::Down;
         self.filled = 0;

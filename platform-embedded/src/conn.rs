@@ -89,6 +89,7 @@ impl Owed {
     /// What the next reply answers (and it is counted as answered), with
     /// `written` handshake steps of `plan` sent; `None` when nothing was
     /// asked.
+    #[inline(always)]
     pub(crate) fn next(&mut self, plan: Plan, written: usize) -> Option<Expect> {
         if self.judged < written {
             let step = handshake::step(plan, self.judged)?;

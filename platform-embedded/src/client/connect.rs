@@ -74,6 +74,7 @@ where
     }
 
     /// Starts connecting server `i`.
+    #[inline(always)]
     pub(super) fn start_connect(
         &mut self,
         i: usize,

@@ -1,7 +1,7 @@
 //! Connections: (re)connecting with backoff, writing the handshake, and
 //! closing a connection that failed, in the background of operations.
 
-use redlock_core::{Instant, ServerId};
+use redlock_core::{Duration, Instant, ServerId};
 
 use super::{Client, Driven};
 use crate::conn::{Fail, Refusal, State};
@@ -33,14 +33,13 @@ where
         let flapping = conn.state == State::Ready
             && now < conn.ready_at.saturating_add(self.options.connect_timeout);
         let attempt = flapping || matches!(conn.state, State::Connecting | State::Handshake);
+        // An established connection that broke: reconnect at once.
+        let mut wait = Duration::ZERO;
         if attempt {
             conn.failures = conn.failures.saturating_add(1);
-            let wait = conn.backoff(self.options.backoff_min, self.options.backoff_max);
-            conn.retry_at = now.saturating_add(wait);
-        } else {
-            // An established connection that broke: reconnect at once.
-            conn.retry_at = now;
+            wait = conn.backoff(self.options.backoff_min, self.options.backoff_max);
         }
+        conn.retry_at = now.saturating_add(wait);
         let refused = match why {
             Fail::Refused(e) => Some(e),
             Fail::Broken => None,

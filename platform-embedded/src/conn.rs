@@ -382,15 +382,18 @@ pub(crate) fn encode_step(
     creds: &Credentials<'_>,
 ) -> Result<usize, EncodeError> {
     let password = creds.password.unwrap_or_default();
-    match step {
+    let source = script.map_or("", |s| s.source).as_bytes();
+    // One `command` call for the steps that are all bytes.
+    let (args, argc): ([&[u8]; 3], usize) = match step {
         Step::Auth => match creds.user {
-            Some(user) => encode::auth_user(buf, user, password),
-            None => encode::auth(buf, password),
+            Some(user) => ([b"AUTH", user, password], 3),
+            None => ([b"AUTH", password, b""], 2),
         },
-        Step::Select => encode::select(buf, u64::from(creds.db)),
-        Step::ScriptLoad => encode::script_load(buf, script.map_or("", |s| s.source).as_bytes()),
-        _ => encode::info(buf, Some(b"server")),
-    }
+        Step::Select => return encode::select(buf, u64::from(creds.db)),
+        Step::ScriptLoad => ([b"SCRIPT", b"LOAD", source], 3),
+        _ => ([b"INFO", b"server", b""], 2),
+    };
+    encode::command(buf, args.get(..argc).unwrap_or_default())
 }
 
 /// The per-server state of a [`Client`](crate::Client): its reply (`IN`)

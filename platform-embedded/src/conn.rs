@@ -55,6 +55,7 @@ pub(crate) enum Refusal {
 }
 
 impl Refusal {
+    #[inline(never)]
     pub(crate) fn get(self) -> Option<SetupError> {
         match self {
             Refusal::None => None,

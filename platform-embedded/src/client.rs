@@ -13,9 +13,9 @@ use redlock_core::{
 mod connect;
 mod driven;
 
-use driven::{Driven, Idle};
+use driven::Driven;
 
-use crate::conn::{Buffers, Conn, Expect, Fail, RUN_ID_LEN, Refusal, State, plan};
+use crate::conn::{Buffers, Conn, Expect, Fail, RUN_ID_LEN, Refusal, State, move_down, plan};
 use crate::error::Error;
 use crate::net::{Clock, Credentials, Network};
 
@@ -105,38 +105,33 @@ const fn max_script_source() -> usize {
 
 /// The encoded size of a command whose arguments have these lengths
 /// (`None`: absent).
-fn command_len(args: &[Option<usize>]) -> usize {
-    let digits = |mut n: usize| {
+const fn command_len(args: &[Option<usize>]) -> usize {
+    const fn digits(mut n: usize) -> usize {
         let mut d = 1usize;
         while n >= 10 {
             n /= 10;
             d = d.saturating_add(1);
         }
         d
-    };
+    }
     let mut count = 0usize;
     let mut len = 0usize;
-    for arg in args.iter().flatten() {
-        count = count.saturating_add(1);
-        // `$<len>\r\n<bytes>\r\n`
-        len = len.saturating_add(digits(*arg).saturating_add(5).saturating_add(*arg));
+    let mut rest = args;
+    while let [first, tail @ ..] = rest {
+        if let Some(arg) = *first {
+            count = count.saturating_add(1);
+            // `$<len>\r\n<bytes>\r\n`
+            len = len.saturating_add(digits(arg).saturating_add(5).saturating_add(arg));
+        }
+        rest = tail;
     }
     // `*<count>\r\n`
     len.saturating_add(digits(count).saturating_add(3))
 }
 
-/// The most bytes a handshake step of a server with `creds` takes: a
-/// held release must leave them free.
-fn handshake_reserve(creds: &Credentials<'_>) -> usize {
-    let auth = command_len(&[
-        Some(4),
-        creds.user.map(<[u8]>::len),
-        creds.password.map(<[u8]>::len),
-    ]);
-    // `SCRIPT LOAD` of the longest script; SELECT and INFO are shorter.
-    let load = command_len(&[Some(6), Some(4), Some(max_script_source())]);
-    auth.max(load)
-}
+/// The size of a `SCRIPT LOAD` of the longest script, the largest handshake
+/// step but `AUTH` (`SELECT` and `INFO` are shorter).
+const SCRIPT_LOAD_LEN: usize = command_len(&[Some(6), Some(4), Some(max_script_source())]);
 
 /// Reads of one socket per pass of the loop, so that a server that floods
 /// cannot keep the others and the timeouts waiting.
@@ -177,6 +172,8 @@ pub struct Client<'a, N, C, G, const SERVERS: usize, const IN: usize = 1024, con
     options: Options,
     creds: [Credentials<'a>; SERVERS],
     conns: &'a mut [Conn<IN, OUT>; SERVERS],
+    /// Where the operation encodes its next request.
+    request: &'a mut [u8; OUT],
     parser: Parser,
 }
 
@@ -226,13 +223,19 @@ where
         for (conn, creds) in buffers.conns.iter_mut().zip(creds.iter()) {
             // AUTH is the only handshake command whose size depends on the
             // caller; the others are under the request overhead.
-            let password = creds.password.map_or(0, <[u8]>::len);
-            let user = creds.user.map(<[u8]>::len);
-            let needed = command_len(&[Some(4), user, Some(password)]);
-            if creds.password.is_some() && needed > OUT {
-                return Err(Error::BufferTooSmall { needed });
+            let auth = command_len(&[
+                Some(4),
+                creds.user.map(<[u8]>::len),
+                creds.password.map(<[u8]>::len),
+            ]);
+            if creds.password.is_some() && auth > OUT {
+                return Err(Error::BufferTooSmall { needed: auth });
             }
             conn.clear();
+            conn.set_plan(plan(creds, config.restart_guard.is_some()));
+            // The most bytes a handshake step takes: a held release must
+            // leave them free.
+            conn.reserve = auth.max(SCRIPT_LOAD_LEN);
         }
         Ok(Client {
             net,
@@ -242,6 +245,7 @@ where
             options: Options::DEFAULT,
             creds,
             conns: &mut buffers.conns,
+            request: &mut buffers.request,
             parser: Parser::default(),
         })
     }
@@ -316,10 +320,9 @@ where
         config: Config,
     ) -> Result<Lock<'r>, Error> {
         self.check_resource(resource)?;
-        self.prepare();
-        let servers = self.servers();
+        let servers = self.prepare_servers();
         let now = self.clock.now();
-        let op = Acquire::new(
+        let mut op = Acquire::new(
             &config,
             &servers,
             resource,
@@ -328,7 +331,7 @@ where
             &mut self.rng,
             now,
         )?;
-        let lock = self.run(op)?;
+        let lock = self.run(&mut op)?;
         lock.map(|lock| Lock { resource, lock })
             .map_err(|e| Error::from_failure(e.kind, e.report))
     }
@@ -337,11 +340,10 @@ where
     /// still holds it within its validity. On success `lock` has the new
     /// validity; on failure it is left as it was.
     pub fn extend(&mut self, lock: &mut Lock<'_>, ttl: Duration) -> Result<(), Error> {
-        self.prepare();
-        let servers = self.servers();
+        let servers = self.prepare_servers();
         let now = self.clock.now();
-        let op = Extend::new(&self.config, &servers, lock.resource, &lock.lock, ttl, now)?;
-        match self.run(op)? {
+        let mut op = Extend::new(&self.config, &servers, lock.resource, &lock.lock, ttl, now)?;
+        match self.run(&mut op)? {
             Ok(extended) => {
                 lock.lock = extended;
                 Ok(())
@@ -353,42 +355,38 @@ where
     /// Releases `lock` on every server. `Err(NotReleased)` when fewer than a
     /// majority confirmed (the key may stay until its ttl ends).
     pub fn unlock(&mut self, lock: &Lock<'_>) -> Result<Released, Error> {
-        self.prepare();
-        let servers = self.servers();
-        let op = Release::for_lock(&self.config, &servers, lock.resource, &lock.lock);
-        confirmed(self.run(op)?)
+        let servers = self.prepare_servers();
+        let mut op = Release::for_lock(&self.config, &servers, lock.resource, &lock.lock);
+        confirmed(self.run(&mut op)?)
     }
 
     /// Releases `resource` if it holds `token` (a lock taken by another
     /// process, or before a reboot, whose token was kept).
     pub fn unlock_token(&mut self, resource: &[u8], token: &[u8]) -> Result<Released, Error> {
         self.check_resource(resource)?;
-        self.prepare();
-        let servers = self.servers();
+        let servers = self.prepare_servers();
         let timeout = self.config.request_timeout_for(TIMEOUT_TTL);
-        let op = Release::new(&self.config, &servers, resource, token, timeout)?;
-        confirmed(self.run(op)?)
+        let mut op = Release::new(&self.config, &servers, resource, token, timeout)?;
+        confirmed(self.run(&mut op)?)
     }
 
     /// Who holds `resource` on each server, and for how long (F3).
     pub fn inspect(&mut self, resource: &[u8]) -> Result<Inspection, Error> {
         self.check_resource(resource)?;
-        self.prepare();
-        let servers = self.servers();
+        let servers = self.prepare_servers();
         let timeout = self.config.request_timeout_for(TIMEOUT_TTL);
-        let op = Inspect::new(&servers, resource, timeout);
-        self.run(op)
+        let mut op = Inspect::new(&servers, resource, timeout);
+        self.run(&mut op)
     }
 
     /// F1, an operator's repair: raises `resource`'s fence counter to at
     /// least `floor` on every server (never lowers it).
     pub fn fence_repair(&mut self, resource: &[u8], floor: u64) -> Result<FenceRepaired, Error> {
         self.check_resource(resource)?;
-        self.prepare();
-        let servers = self.servers();
+        let servers = self.prepare_servers();
         let timeout = self.config.request_timeout_for(TIMEOUT_TTL);
-        let op = FenceRepair::new(&self.config, &servers, resource, floor, timeout);
-        self.run(op)?
+        let mut op = FenceRepair::new(&self.config, &servers, resource, floor, timeout);
+        self.run(&mut op)?
             .map_err(|e| Error::from_failure(e.kind, e.report))
     }
 
@@ -400,9 +398,11 @@ where
         Ok(())
     }
 
-    /// The servers, with when each one's current process started, as far
-    /// as the handshakes told.
-    fn servers(&self) -> Servers {
+    /// Before an operation: [`prepare`](Client::prepare)s the connections,
+    /// then returns the servers, with when each one's current process
+    /// started, as far as the handshakes told.
+    fn prepare_servers(&mut self) -> Servers {
+        self.prepare();
         let mut servers = Servers::new(SERVERS).unwrap_or_else(|_| unreachable_servers());
         for (i, conn) in self.conns.iter().enumerate() {
             if let Some(started) = conn.incarnation {
@@ -414,53 +414,71 @@ where
 
     /// Drives `op` to its end: sends everything it has, then reads replies
     /// as they come and times out what is late.
-    fn run<O: Operation>(&mut self, mut op: O) -> Result<O::Output, Error> {
-        let result = self.drive(&mut op);
-        self.end_op();
-        result?;
+    fn run<O: Operation>(&mut self, op: &mut O) -> Result<O::Output, Error> {
+        self.drive(op)?;
         // Taken only now, once: the outcome is not copied around the loop.
         op.poll_outcome().ok_or(Error::NoOutcome)
-    }
-
-    /// Replies still owed to the operation that ended are dropped when they
-    /// come.
-    #[inline(never)]
-    fn end_op(&mut self) {
-        for conn in self.conns.iter_mut() {
-            conn.end_op();
-        }
     }
 
     /// The loop of [`run`](Client::run), not generic, so that its code
     /// exists once.
     fn drive(&mut self, op: &mut dyn Driven) -> Result<(), Error> {
-        let mut buf = [0u8; OUT];
+        let result = self.pump(Some(op), Instant::ZERO);
+        // Replies still owed to the operation that ended are dropped when
+        // they come.
+        for conn in self.conns.iter_mut() {
+            conn.end_op();
+        }
+        result
+    }
+
+    /// The loop of [`drive`](Client::drive), until the operation `op` is
+    /// done or fails; with no operation, the loop of
+    /// [`prepare`](Client::prepare) instead, which sends nothing but
+    /// handshakes and ends by `end`: one loop, so that its code exists once.
+    fn pump(&mut self, mut op: Option<&mut (dyn Driven + '_)>, end: Instant) -> Result<(), Error> {
         loop {
-            let now = self.clock.now();
+            let mut now = self.clock.now();
             // Connections lost during the operation come back in the
             // background, for its later requests.
-            let (connecting, _) = self.maintain(now, &mut *op);
-            // A2: everything that can be sent is written before reading.
-            while let Some(t) = op.poll_transmit(now, &mut buf).map_err(|e| match e {
-                EncodeError::BufferTooSmall { needed } => Error::BufferTooSmall { needed },
-                _ => Error::BufferTooSmall { needed: OUT },
-            })? {
-                self.send(op, now, t, &buf);
+            let (connecting, fresh) = self.maintain(now, op.as_deref_mut());
+            if let Some(op) = op.as_deref_mut() {
+                // A2: everything that can be sent is written before reading.
+                while let Some(t) = op.poll_transmit(now, self.request).map_err(|e| match e {
+                    EncodeError::BufferTooSmall { needed } => Error::BufferTooSmall { needed },
+                    _ => Error::BufferTooSmall { needed: OUT },
+                })? {
+                    self.send(op, now, t);
+                }
+                for i in 0..SERVERS {
+                    self.flush(i, Some(&mut *op), now);
+                }
+                if op.done() {
+                    return Ok(());
+                }
             }
-            for i in 0..SERVERS {
-                self.flush(i, &mut *op, now);
-            }
-            if op.done() {
-                return Ok(());
-            }
-            let progressed = self.receive(&mut *op);
-            let now = self.clock.now();
-            let deadline = op.poll_timeout();
-            if deadline.is_some_and(|t| now >= t) {
-                op.handle_timeout(now);
-            } else if !progressed {
+            let progressed = self.receive(op.as_deref_mut());
+            let (deadline, pending) = match op.as_deref_mut() {
+                // Only the connects on their first attempt are waited for.
+                None => {
+                    if fresh.is_none() || now >= end {
+                        return Ok(());
+                    }
+                    (None, fresh)
+                }
+                Some(op) => {
+                    now = self.clock.now();
+                    let deadline = op.poll_timeout();
+                    if deadline.is_some_and(|t| now >= t) {
+                        op.handle_timeout(now);
+                        continue;
+                    }
+                    (deadline, connecting)
+                }
+            };
+            if !progressed {
                 // Nothing awaited means nothing will change it: only time.
-                let until = match (deadline, connecting) {
+                let until = match (deadline, pending) {
                     (Some(a), Some(b)) => a.min(b),
                     (Some(t), None) | (None, Some(t)) => t,
                     (None, None) => now.saturating_add(Duration::from_millis(1)),
@@ -470,32 +488,25 @@ where
         }
     }
 
-    /// Queues request `t` (in `buf`) on its server's connection, or tells
-    /// the operation that the server cannot be asked.
-    fn send(&mut self, op: &mut dyn Driven, now: Instant, t: Transmit, buf: &[u8]) {
+    /// Queues request `t` (in `self.request`) on its server's connection,
+    /// or tells the operation that the server cannot be asked.
+    fn send(&mut self, op: &mut dyn Driven, now: Instant, t: Transmit) {
         let i = t.server.index();
-        let bytes = buf.get(..t.len).unwrap_or_default();
+        let bytes = self.request.get(..t.len).unwrap_or_default();
         let Some(conn) = self.conns.get_mut(i) else {
-            op.handle_connection_error(now, t.server);
+            op.lost(now, t.server, None);
             return;
         };
         if conn.state != State::Ready {
             // A release is delivered even to a server whose connection
             // broke: it waits behind the new connection's handshake.
-            let reserve = handshake_reserve(&self.creds_of(i));
-            let Some(conn) = self.conns.get_mut(i) else {
-                return;
-            };
-            if t.release && conn.refused.get().is_none() && conn.hold(bytes, reserve) {
+            if t.release && conn.refused.get().is_none() && conn.hold(bytes) {
                 if conn.state == State::Down {
-                    self.start_connect(i, now, op);
+                    self.start_connect(i, now, Some(op));
                 }
                 return;
             }
-            match conn.refused.get() {
-                Some(why) => op.handle_setup_error(now, t.server, why),
-                None => op.handle_connection_error(now, t.server),
-            }
+            op.lost(now, t.server, conn.refused.get());
             return;
         }
         conn.compact_out();
@@ -503,16 +514,17 @@ where
             // Its output is full of what it has not read: it is stuck.
             rl_log!(warn, "redlock: server {} is not reading; dropped", i);
             let told = conn.owes_op();
-            self.fail(i, now, Fail::Broken, op);
+            self.fail(i, now, Fail::Broken, Some(&mut *op));
             if !told {
-                op.handle_connection_error(now, t.server);
+                op.lost(now, t.server, None);
             }
         }
     }
 
     /// Writes what connection `i` has pending, as far as its socket takes
     /// it without blocking.
-    fn flush(&mut self, i: usize, op: &mut dyn Driven, now: Instant) {
+    #[inline(always)]
+    fn flush(&mut self, i: usize, op: Option<&mut (dyn Driven + '_)>, now: Instant) {
         let Some(conn) = self.conns.get_mut(i) else {
             return;
         };
@@ -550,7 +562,7 @@ where
 
     /// Reads every socket that has data and hands out the replies; `true`
     /// if anything was read or a connection failed.
-    fn receive(&mut self, op: &mut dyn Driven) -> bool {
+    fn receive(&mut self, mut op: Option<&mut (dyn Driven + '_)>) -> bool {
         let mut progressed = false;
         for i in 0..SERVERS {
             for _ in 0..READS_PER_PASS {
@@ -578,13 +590,13 @@ where
                 let result = match read {
                     Ok(n) if n > 0 => {
                         conn.filled = conn.filled.saturating_add(n).min(IN);
-                        self.dispatch(i, &mut *op, now)
+                        self.dispatch(i, op.as_deref_mut(), now)
                     }
                     // End of stream, an error, or a reply too large.
                     _ => Err(Fail::Broken),
                 };
                 if let Err(why) = result {
-                    self.fail(i, now, why, &mut *op);
+                    self.fail(i, now, why, op.as_deref_mut());
                     break;
                 }
             }
@@ -595,9 +607,12 @@ where
     /// Parses every complete reply of connection `i` and hands each to the
     /// operation, or to the core's judge of the handshake.
     #[inline(never)]
-    fn dispatch(&mut self, i: usize, op: &mut dyn Driven, now: Instant) -> Result<(), Fail> {
-        let info_required = self.config.restart_guard.is_some();
-        let plan = plan(&self.creds_of(i), info_required);
+    fn dispatch(
+        &mut self,
+        i: usize,
+        mut op: Option<&mut (dyn Driven + '_)>,
+        now: Instant,
+    ) -> Result<(), Fail> {
         let server = ServerId(i as u8);
         let mut used = 0usize;
         let result = loop {
@@ -621,6 +636,7 @@ where
             if reply.is_push() {
                 continue;
             }
+            let plan = conn.plan;
             let Some(next) = conn.owed.next(plan, conn.next_step) else {
                 rl_log!(warn, "redlock: server {} sent a reply for no request", i);
                 break Err(Fail::Broken);
@@ -628,7 +644,11 @@ where
             let step = match next {
                 Expect::Stale => continue,
                 Expect::Op => {
-                    if op.handle_reply(now, server, reply).is_err() {
+                    // With no operation running, it answers none.
+                    let taken = op
+                        .as_deref_mut()
+                        .is_some_and(|op| op.handle_reply(now, server, reply).is_ok());
+                    if !taken {
                         rl_log!(
                             warn,
                             "redlock: server {} answered a request it was not sent",
@@ -650,7 +670,9 @@ where
                         conn.incarnation = Some(started);
                         // A reconnect during an operation: the restart guard
                         // judges the votes on this connection by it (C2).
-                        op.set_incarnation(server, started);
+                        if let Some(op) = op.as_deref_mut() {
+                            op.set_incarnation(server, started);
+                        }
                     }
                     conn.run_id.clear();
                     if let Some(id) = info.run_id {
@@ -684,15 +706,8 @@ where
             }
         };
         if let Some(conn) = self.conns.get_mut(i) {
-            // A byte loop, not `copy_within`: that would link a 1.5 KiB
-            // `memmove` for the few bytes of a pipelined reply.
             let rest = conn.filled.saturating_sub(used);
-            for k in 0..rest {
-                let byte = conn.inbuf.get(k.saturating_add(used)).copied().unwrap_or(0);
-                if let Some(b) = conn.inbuf.get_mut(k) {
-                    *b = byte;
-                }
-            }
+            move_down(&mut conn.inbuf, used, 0, rest);
             conn.filled = rest;
         }
         result

@@ -55,6 +55,7 @@ pub(crate) enum Refusal {
 }
 
 impl Refusal {
+    #[inline(never)]
     pub(crate) fn get(self) -> Option<SetupError> {
         match self {
             Refusal::None => None,
@@ -89,6 +90,7 @@ impl Owed {
     /// What the next reply answers (and it is counted as answered), with
     /// `written` handshake steps of `plan` sent; `None` when nothing was
     /// asked.
+    #[inline(always)]
     pub(crate) fn next(&mut self, plan: Plan, written: usize) -> Option<Expect> {
         if self.judged < written {
             let step = handshake::step(plan, self.judged)?;
@@ -128,8 +130,11 @@ pub(crate) struct Conn<const IN: usize, const OUT: usize> {
     /// bytes of `out`; `held_stale` once its operation has ended.
     pub(crate) held: usize,
     pub(crate) held_stale: bool,
-    /// Handshake steps written so far, and in all.
+    /// Handshake steps written so far.
     pub(crate) next_step: usize,
+    /// The handshake of this server (set by the client from its
+    /// credentials and config), and its number of steps.
+    pub(crate) plan: Plan,
     pub(crate) steps: usize,
     /// What the replies still to come answer.
     pub(crate) owed: Owed,
@@ -149,6 +154,9 @@ pub(crate) struct Conn<const IN: usize, const OUT: usize> {
     pub(crate) incarnation: Option<Instant>,
     /// The server's `run_id` from its last handshake (its identity).
     pub(crate) run_id: Vec<u8, RUN_ID_LEN>,
+    /// The most bytes a handshake step of this server takes (set by the
+    /// client from its credentials): a held release leaves them free.
+    pub(crate) reserve: usize,
 }
 
 impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
@@ -163,6 +171,11 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
             held: 0,
             held_stale: false,
             next_step: 0,
+            plan: Plan {
+                auth: false,
+                select: false,
+                info_required: false,
+            },
             steps: 0,
             owed: Owed::NONE,
             deadline: Instant::ZERO,
@@ -172,6 +185,7 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
             refused: Refusal::None,
             incarnation: None,
             run_id: Vec::new(),
+            reserve: 0,
         }
     }
 
@@ -186,6 +200,7 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
 
     /// Forgets everything of the current connection (not its history:
     /// failures, refusal, identity).
+    #[inline(never)]
     pub(crate) fn reset(&mut self) {
         self.state = State::Down;
         self.filled = 0;
@@ -194,7 +209,6 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
         self.held = 0;
         self.held_stale = false;
         self.next_step = 0;
-        self.steps = 0;
         self.owed = Owed::NONE;
         self.incarnation = None;
     }
@@ -225,10 +239,11 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
 
     /// Keeps a request (a release) at the end of the output buffer until the
     /// handshake passes. `false` if one is held already or it does not fit.
-    /// `reserve` bytes must stay free for the largest handshake step.
-    pub(crate) fn hold(&mut self, bytes: &[u8], reserve: usize) -> bool {
+    /// [`reserve`](Conn::reserve) bytes stay free for the largest handshake
+    /// step.
+    pub(crate) fn hold(&mut self, bytes: &[u8]) -> bool {
         let free = OUT.saturating_sub(self.out_len);
-        let room = OUT.saturating_sub(reserve).min(free);
+        let room = OUT.saturating_sub(self.reserve).min(free);
         if self.held > 0 || bytes.is_empty() || bytes.len() > room {
             return false;
         }
@@ -247,15 +262,12 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
             self.held = 0;
             return;
         }
-        let from = OUT.saturating_sub(self.held);
-        // Forwards, byte by byte: the ranges may overlap, the destination
-        // first.
-        for k in 0..self.held {
-            let byte = self.out.get(from.saturating_add(k)).copied().unwrap_or(0);
-            if let Some(b) = self.out.get_mut(self.out_len.saturating_add(k)) {
-                *b = byte;
-            }
-        }
+        move_down(
+            &mut self.out,
+            OUT.saturating_sub(self.held),
+            self.out_len,
+            self.held,
+        );
         self.out_len = self.out_len.saturating_add(self.held).min(OUT);
         if self.held_stale {
             self.owed.stale = self.owed.stale.saturating_add(1);
@@ -291,40 +303,30 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
     pub(crate) fn compact_out(&mut self) {
         let rest = self.out_len.saturating_sub(self.out_sent);
         if self.out_sent > 0 {
-            for k in 0..rest {
-                let byte = self
-                    .out
-                    .get(self.out_sent.saturating_add(k))
-                    .copied()
-                    .unwrap_or(0);
-                if let Some(b) = self.out.get_mut(k) {
-                    *b = byte;
-                }
-            }
+            move_down(&mut self.out, self.out_sent, 0, rest);
         }
         self.out_len = rest;
         self.out_sent = 0;
     }
 
+    /// Sets the handshake plan of this server (a new client).
+    pub(crate) fn set_plan(&mut self, plan: Plan) {
+        self.plan = plan;
+        self.steps = handshake::step_count(plan);
+    }
+
     /// Starts the handshake of a connection that just came up.
-    pub(crate) fn start_handshake(&mut self, creds: &Credentials<'_>, info_required: bool) {
+    pub(crate) fn start_handshake(&mut self) {
         self.state = State::Handshake;
         self.next_step = 0;
-        self.steps = handshake::step_count(plan(creds, info_required));
     }
 
     /// Queues as many handshake steps as the output buffer takes now.
     /// `Err` if a step can never fit (checked when the client is made).
-    pub(crate) fn pump_handshake(
-        &mut self,
-        creds: &Credentials<'_>,
-        info_required: bool,
-    ) -> Result<(), EncodeError> {
+    pub(crate) fn pump_handshake(&mut self, creds: &Credentials<'_>) -> Result<(), EncodeError> {
         self.compact_out();
         while self.next_step < self.steps {
-            let Some((step, script)) =
-                handshake::step_and_script(plan(creds, info_required), self.next_step)
-            else {
+            let Some((step, script)) = handshake::step_and_script(self.plan, self.next_step) else {
                 break;
             };
             let room = OUT.saturating_sub(self.held);
@@ -348,6 +350,21 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
     }
 }
 
+/// Moves the `len` bytes of `buf` at `from` to `to` (`to <= from`; the
+/// ranges may overlap): forwards, byte by byte, not `copy_within`, which
+/// would link a 1.5 KiB `memmove` for the few bytes moved.
+pub(crate) fn move_down(buf: &mut [u8], from: usize, mut to: usize, len: usize) {
+    for from in from..from.saturating_add(len) {
+        let Some(&byte) = buf.get(from) else {
+            return;
+        };
+        if let Some(b) = buf.get_mut(to) {
+            *b = byte;
+        }
+        to = to.wrapping_add(1);
+    }
+}
+
 /// The handshake plan of a server with `creds`.
 pub(crate) fn plan(creds: &Credentials<'_>, info_required: bool) -> Plan {
     Plan {
@@ -366,15 +383,18 @@ pub(crate) fn encode_step(
     creds: &Credentials<'_>,
 ) -> Result<usize, EncodeError> {
     let password = creds.password.unwrap_or_default();
-    match step {
+    let source = script.map_or("", |s| s.source).as_bytes();
+    // One `command` call for the steps that are all bytes.
+    let (args, argc): ([&[u8]; 3], usize) = match step {
         Step::Auth => match creds.user {
-            Some(user) => encode::auth_user(buf, user, password),
-            None => encode::auth(buf, password),
+            Some(user) => ([b"AUTH", user, password], 3),
+            None => ([b"AUTH", password, b""], 2),
         },
-        Step::Select => encode::select(buf, u64::from(creds.db)),
-        Step::ScriptLoad => encode::script_load(buf, script.map_or("", |s| s.source).as_bytes()),
-        _ => encode::info(buf, Some(b"server")),
-    }
+        Step::Select => return encode::select(buf, u64::from(creds.db)),
+        Step::ScriptLoad => ([b"SCRIPT", b"LOAD", source], 3),
+        _ => ([b"INFO", b"server", b""], 2),
+    };
+    encode::command(buf, args.get(..argc).unwrap_or_default())
 }
 
 /// The per-server state of a [`Client`](crate::Client): its reply (`IN`)
@@ -387,6 +407,8 @@ pub(crate) fn encode_step(
 /// itself is a few hundred bytes.
 pub struct Buffers<const SERVERS: usize, const IN: usize = 1024, const OUT: usize = 640> {
     pub(crate) conns: [Conn<IN, OUT>; SERVERS],
+    /// Where the running operation encodes its next request.
+    pub(crate) request: [u8; OUT],
 }
 
 impl<const SERVERS: usize, const IN: usize, const OUT: usize> Buffers<SERVERS, IN, OUT> {
@@ -394,6 +416,7 @@ impl<const SERVERS: usize, const IN: usize, const OUT: usize> Buffers<SERVERS, I
     pub const fn new() -> Self {
         Buffers {
             conns: [const { Conn::new() }; SERVERS],
+            request: [0; OUT],
         }
     }
 }

@@ -1,9 +1,9 @@
 //! Connections: (re)connecting with backoff, writing the handshake, and
 //! closing a connection that failed, in the background of operations.
 
-use redlock_core::{Instant, ServerId};
+use redlock_core::{Duration, Instant, ServerId};
 
-use super::{Client, Driven, Idle};
+use super::{Client, Driven};
 use crate::conn::{Fail, Refusal, State};
 use crate::net::{Clock, Link, Network};
 
@@ -16,7 +16,13 @@ where
 {
     /// Closes connection `i`. An operation with requests on it learns that
     /// they are lost (and, for a refused handshake, why).
-    pub(super) fn fail(&mut self, i: usize, now: Instant, why: Fail, op: &mut dyn Driven) {
+    pub(super) fn fail(
+        &mut self,
+        i: usize,
+        now: Instant,
+        why: Fail,
+        op: Option<&mut (dyn Driven + '_)>,
+    ) {
         let Some(conn) = self.conns.get_mut(i) else {
             return;
         };
@@ -27,25 +33,25 @@ where
         let flapping = conn.state == State::Ready
             && now < conn.ready_at.saturating_add(self.options.connect_timeout);
         let attempt = flapping || matches!(conn.state, State::Connecting | State::Handshake);
+        // An established connection that broke: reconnect at once.
+        let mut wait = Duration::ZERO;
         if attempt {
             conn.failures = conn.failures.saturating_add(1);
-            let wait = conn.backoff(self.options.backoff_min, self.options.backoff_max);
-            conn.retry_at = now.saturating_add(wait);
-        } else {
-            // An established connection that broke: reconnect at once.
-            conn.retry_at = now;
+            wait = conn.backoff(self.options.backoff_min, self.options.backoff_max);
         }
-        if let Fail::Refused(e) = why {
+        conn.retry_at = now.saturating_add(wait);
+        let refused = match why {
+            Fail::Refused(e) => Some(e),
+            Fail::Broken => None,
+        };
+        if let Some(e) = refused {
             conn.refused = Refusal::Some(e);
             rl_log!(warn, "redlock: server {} not used: {}", i, e);
         }
         conn.reset();
         self.net.close(i);
-        if owed {
-            match why {
-                Fail::Refused(e) => op.handle_setup_error(now, ServerId(i as u8), e),
-                Fail::Broken => op.handle_connection_error(now, ServerId(i as u8)),
-            }
+        if let Some(op) = op.filter(|_| owed) {
+            op.lost(now, ServerId(i as u8), refused);
         }
     }
 
@@ -62,21 +68,18 @@ where
             .clock
             .now()
             .saturating_add(self.options.connect_timeout);
-        loop {
-            let now = self.clock.now();
-            let (_, waiting) = self.maintain(now, &mut Idle);
-            let progressed = self.receive(&mut Idle);
-            match waiting {
-                None => return,
-                Some(_) if now >= end => return,
-                Some(until) if !progressed => self.net.wait(until),
-                Some(_) => {}
-            }
-        }
+        // Never `Err`: only an operation's requests fail the loop.
+        let _ = self.pump(None, end);
     }
 
     /// Starts connecting server `i`.
-    pub(super) fn start_connect(&mut self, i: usize, now: Instant, op: &mut dyn Driven) {
+    #[inline(always)]
+    pub(super) fn start_connect(
+        &mut self,
+        i: usize,
+        now: Instant,
+        op: Option<&mut (dyn Driven + '_)>,
+    ) {
         let Some(conn) = self.conns.get_mut(i) else {
             return;
         };
@@ -95,9 +98,8 @@ where
     pub(super) fn maintain(
         &mut self,
         now: Instant,
-        op: &mut dyn Driven,
+        mut op: Option<&mut (dyn Driven + '_)>,
     ) -> (Option<Instant>, Option<Instant>) {
-        let info_required = self.config.restart_guard.is_some();
         let earliest = |w: Option<Instant>, t: Instant| Some(w.map_or(t, |w: Instant| w.min(t)));
         let mut waiting: Option<Instant> = None;
         let mut fresh: Option<Instant> = None;
@@ -110,35 +112,35 @@ where
             match (conn.state, link) {
                 // A connection the stack saw close.
                 (State::Ready, Link::Down) => {
-                    self.fail(i, now, Fail::Broken, op);
+                    self.fail(i, now, Fail::Broken, op.as_deref_mut());
                 }
                 (State::Connecting | State::Handshake, _) if now >= conn.deadline => {
                     rl_log!(warn, "redlock: server {} did not connect in time", i);
-                    self.fail(i, now, Fail::Broken, op);
+                    self.fail(i, now, Fail::Broken, op.as_deref_mut());
                     continue;
                 }
                 (State::Connecting | State::Handshake, Link::Down) => {
-                    self.fail(i, now, Fail::Broken, op);
+                    self.fail(i, now, Fail::Broken, op.as_deref_mut());
                     continue;
                 }
-                (State::Connecting, Link::Up) => conn.start_handshake(&creds, info_required),
+                (State::Connecting, Link::Up) => conn.start_handshake(),
                 _ => {}
             }
             let Some(conn) = self.conns.get_mut(i) else {
                 continue;
             };
             if conn.state == State::Down && now >= conn.retry_at {
-                self.start_connect(i, now, op);
+                self.start_connect(i, now, op.as_deref_mut());
             }
             let Some(conn) = self.conns.get_mut(i) else {
                 continue;
             };
             if conn.state == State::Handshake {
-                if conn.pump_handshake(&creds, info_required).is_err() {
-                    self.fail(i, now, Fail::Broken, op);
+                if conn.pump_handshake(&creds).is_err() {
+                    self.fail(i, now, Fail::Broken, op.as_deref_mut());
                     continue;
                 }
-                self.flush(i, op, now);
+                self.flush(i, op.as_deref_mut(), now);
             }
             if let Some(conn) = self.conns.get(i) {
                 if matches!(conn.state, State::Connecting | State::Handshake) {

@@ -19,36 +19,15 @@ pub(super) trait Driven {
         server: ServerId,
         reply: Reply<'_>,
     ) -> Result<(), Unsolicited>;
-    fn handle_connection_error(&mut self, now: Instant, server: ServerId);
-    fn handle_setup_error(&mut self, now: Instant, server: ServerId, error: SetupError);
+    /// `server`'s requests are lost: its connection failed, or its
+    /// handshake was `refused` (the operation's `handle_connection_error`
+    /// or `handle_setup_error`).
+    fn lost(&mut self, now: Instant, server: ServerId, refused: Option<SetupError>);
     fn handle_timeout(&mut self, now: Instant);
     fn set_incarnation(&mut self, server: ServerId, started_at: Instant);
     fn poll_timeout(&self) -> Option<Instant>;
     /// `true` when the outcome is out and nothing is left to send.
     fn done(&mut self) -> bool;
-}
-
-/// No operation: what the handshake phase hands replies to (a reply for a
-/// request of no operation means the stream is out of step).
-pub(super) struct Idle;
-
-impl Driven for Idle {
-    fn poll_transmit(&mut self, _: Instant, _: &mut [u8]) -> Result<Option<Transmit>, EncodeError> {
-        Ok(None)
-    }
-    fn handle_reply(&mut self, _: Instant, _: ServerId, _: Reply<'_>) -> Result<(), Unsolicited> {
-        Err(Unsolicited)
-    }
-    fn handle_connection_error(&mut self, _: Instant, _: ServerId) {}
-    fn handle_setup_error(&mut self, _: Instant, _: ServerId, _: SetupError) {}
-    fn handle_timeout(&mut self, _: Instant) {}
-    fn set_incarnation(&mut self, _: ServerId, _: Instant) {}
-    fn poll_timeout(&self) -> Option<Instant> {
-        None
-    }
-    fn done(&mut self) -> bool {
-        true
-    }
 }
 
 impl<O: Operation> Driven for O {
@@ -67,11 +46,11 @@ impl<O: Operation> Driven for O {
     ) -> Result<(), Unsolicited> {
         Operation::handle_reply(self, now, server, reply)
     }
-    fn handle_connection_error(&mut self, now: Instant, server: ServerId) {
-        Operation::handle_connection_error(self, now, server);
-    }
-    fn handle_setup_error(&mut self, now: Instant, server: ServerId, error: SetupError) {
-        Operation::handle_setup_error(self, now, server, error);
+    fn lost(&mut self, now: Instant, server: ServerId, refused: Option<SetupError>) {
+        match refused {
+            Some(error) => Operation::handle_setup_error(self, now, server, error),
+            None => Operation::handle_connection_error(self, now, server),
+        }
     }
     fn handle_timeout(&mut self, now: Instant) {
         Operation::handle_timeout(self, now);

@@ -15,10 +15,10 @@ use crate::round::{
 use crate::time::{Duration, Instant, div_rem};
 use crate::token::{TOKEN_LEN, Token};
 
-/// A fence counter as stored: plain decimal digits within `i64`.
 /// Whether fenced acquisitions are built in (the `fencing` feature).
 const FENCING: bool = cfg!(feature = "fencing");
 
+/// A fence counter as stored: plain decimal digits within `i64`.
 fn parse_counter(text: &[u8]) -> Option<i64> {
     i64::try_from(crate::handshake::parse_u64(text)?).ok()
 }

@@ -94,6 +94,9 @@ pub struct Acquire<R> {
     /// Servers whose last release (A5) must be answered before the
     /// operation finishes: our key may be there (bit i = server i).
     confirm: u16,
+    /// The caller went away ([`Acquire::abandon`]): nothing is won, nothing
+    /// is retried.
+    abandoned: bool,
 }
 
 impl<R: AsRef<[u8]>> Acquire<R> {
@@ -137,6 +140,7 @@ impl<R: AsRef<[u8]>> Acquire<R> {
             outcome: None,
             outcome_taken: false,
             confirm: 0,
+            abandoned: false,
         };
         op.start_attempt(now);
         Ok(op)
@@ -148,6 +152,31 @@ impl<R: AsRef<[u8]>> Acquire<R> {
     /// what is known when the vote arrives.
     pub fn set_incarnation(&mut self, server: ServerId, started_at: Instant) {
         self.servers.set_incarnation(server, started_at);
+    }
+
+    /// The caller no longer wants the lock (an async call dropped
+    /// mid-flight): no further attempt starts, and an attempt still voting
+    /// ends as a failed one (released on every server, A5, and awaited
+    /// where our key may be) even if a majority votes for it. The outcome,
+    /// if not out yet, is [`FailureKind::Abandoned`]. If the outcome is out
+    /// already (a lock), this changes nothing: the caller that abandons it
+    /// must release that lock itself.
+    pub fn abandon(&mut self, now: Instant) {
+        self.abandoned = true;
+        match self.phase {
+            Phase::Voting | Phase::Fencing(_) => self.decide(now),
+            Phase::Backoff(_) => {
+                // The releases of the failed attempt are out or queued: wait
+                // for them where our key may be, then end.
+                self.phase = Phase::Done;
+                self.outcome = Some(Err(AcquireError {
+                    kind: FailureKind::Abandoned,
+                    attempts: self.attempts,
+                    report: self.engine.report(),
+                }));
+            }
+            Phase::Done => {}
+        }
     }
 
     /// The token this acquisition uses (the same for every attempt).
@@ -229,6 +258,10 @@ impl<R: AsRef<[u8]>> Acquire<R> {
         } else {
             (t.ok >= quorum, t.failed() > n.saturating_sub(quorum))
         };
+        if reached && self.abandoned {
+            // Won, but nobody wants it: released at once, as a failed attempt.
+            return self.fail(now, FailureKind::Abandoned);
+        }
         if reached {
             // A3 + A4: a majority, and validity left after the elapsed time
             // and the drift allowance.
@@ -292,7 +325,11 @@ impl<R: AsRef<[u8]>> Acquire<R> {
         // A6: the number of retries (or a deadline) is bounded.
         // Lost fence counters (every server answered) do not come back by
         // waiting: only a repair helps.
+        // The servers the releases must reach are kept in either case (an
+        // abandonment during the backoff waits for them).
+        self.confirm = confirm;
         let may_retry = kind != FailureKind::FenceLost
+            && !self.abandoned
             && self.attempts <= self.config.retry.retries
             && self.deadline.is_none_or(|d| retry_at <= d);
         if may_retry {
@@ -312,10 +349,9 @@ impl<R: AsRef<[u8]>> Acquire<R> {
                 kind
             );
             self.phase = Phase::Done;
-            // The last attempt's releases are awaited where our key may be,
-            // so that one lost to a broken connection is sent again (the
-            // engine does it) before the operation ends.
-            self.confirm = confirm;
+            // The last attempt's releases are awaited where our key may be
+            // (`confirm`), so that one lost to a broken connection is sent
+            // again (the engine does it) before the operation ends.
             self.outcome = Some(Err(AcquireError {
                 kind,
                 attempts: self.attempts,

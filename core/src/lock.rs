@@ -184,6 +184,11 @@ pub enum FailureKind {
     /// to at least the highest fence the protected resource has accepted,
     /// with the fence-repair operation). Retrying does not help.
     FenceLost,
+    /// Acquire: the caller went away before the outcome (an async call
+    /// dropped mid-flight; see `Acquire::abandon`). What the attempt had
+    /// won was released (A5) and no retry followed. Nobody waits for this
+    /// outcome; it ends the operation.
+    Abandoned,
 }
 
 impl core::fmt::Display for FailureKind {
@@ -199,6 +204,7 @@ impl core::fmt::Display for FailureKind {
                  highest fence the protected resource has accepted (`redlock fence-repair \
                  RESOURCE --at-least N`)"
             }
+            FailureKind::Abandoned => "given up: its caller went away before it ended",
         })
     }
 }

@@ -28,7 +28,10 @@ fn votes_that_arrive_after_an_abandonment_are_released_not_won() {
     let err = d.outcome().unwrap().unwrap_err();
     assert_eq!(err.kind, FailureKind::Abandoned);
     assert_eq!(err.attempts, 1);
-    assert!(!d.op.is_finished(), "the releases are awaited where the key may be");
+    assert!(
+        !d.op.is_finished(),
+        "the releases are awaited where the key may be"
+    );
     // Server 2's vote arrives late (its SET ran): a straggler, then its release.
     d.reply(ms(4), 2, b"+OK\r\n").unwrap();
     assert!(!d.op.is_finished());
@@ -72,7 +75,10 @@ fn an_abandonment_after_the_outcome_changes_nothing() {
     }
     let lock = d.outcome().unwrap().unwrap();
     d.op.abandon(ms(2));
-    assert!(d.sent(ms(2)).is_empty(), "the lock is the caller's to release");
+    assert!(
+        d.sent(ms(2)).is_empty(),
+        "the lock is the caller's to release"
+    );
     assert!(d.op.is_finished());
     assert_eq!(lock.token(), d.op.token());
 }

@@ -106,7 +106,15 @@ impl Operation for Call {
     }
 }
 
-impl Job for Call {}
+impl Job for Call {
+    fn abandon(&mut self, now: Instant) {
+        // Only an acquisition has something to give up (further attempts,
+        // and votes that still arrive); the others run to their end.
+        if let Call::Acquire(op) = self {
+            op.abandon(now);
+        }
+    }
+}
 
 /// Runs one kind of call and unwraps its kind of answer.
 impl crate::transport::Transport<Call> {

@@ -3,6 +3,7 @@
 
 extern crate alloc;
 
+pub mod asynchronous;
 mod call;
 mod error;
 mod inspect;
@@ -22,6 +23,8 @@ pub use redlock_core::{
     FailureKind, FenceRepaired, Released, Report, ServerId, ServerOutcome, SetupError,
 };
 
+use crate::asynchronous::Driver;
+pub use crate::asynchronous::{AsyncAutoLock, AsyncClient, AsyncLockGuard, WhenLost};
 use crate::call::Call;
 pub use crate::error::{Error, Outcomes, describe};
 pub use crate::inspect::{Holding, Inspection};
@@ -313,16 +316,39 @@ impl Builder {
                 second: urls[second].address(),
             });
         }
-        let shared = Shared {
+        let shared = Arc::new(Shared {
             transport,
             servers,
             config: self.config,
             ttl: self.ttl,
-        };
+            driver: Driver::default(),
+        });
         Ok(Client {
-            shared: Arc::new(shared),
+            _life: Arc::new(Life(shared.clone())),
+            shared,
         })
     }
+
+    /// Checks the settings and makes the client's async face (see
+    /// [`AsyncClient`]), starting its driver thread.
+    ///
+    /// # Errors
+    /// As [`build`](Builder::build), and [`Error::Io`] when the driver
+    /// thread cannot be started.
+    pub fn build_async(self) -> Result<AsyncClient, Error> {
+        self.build()?.to_async()
+    }
+}
+
+/// How many attempts an acquisition makes.
+#[derive(Debug, Clone, Copy)]
+enum Attempts {
+    /// As configured (`Builder::retry`).
+    Configured,
+    /// One attempt, no retries.
+    Once,
+    /// Retries until the deadline.
+    Until(StdInstant),
 }
 
 fn core_duration(d: Duration) -> redlock_core::Duration {
@@ -350,6 +376,7 @@ fn core_duration(d: Duration) -> redlock_core::Duration {
 #[derive(Debug, Clone)]
 pub struct Client {
     shared: Arc<Shared>,
+    _life: Arc<Life>,
 }
 
 #[derive(Debug)]
@@ -359,6 +386,34 @@ struct Shared {
     servers: Servers,
     config: Config,
     ttl: Duration,
+    /// The driver thread of the async API (see `asynchronous`).
+    driver: Driver,
+}
+
+impl Shared {
+    /// The core operation that extends `lock`, its clock read now.
+    fn extend_op(&self, lock: &Lock, ttl: Duration) -> Result<Extend<Resource>, Error> {
+        Extend::new(
+            &self.config,
+            &self.servers,
+            lock.resource.clone(),
+            &lock.inner,
+            core_duration(ttl),
+            self.transport.now(),
+        )
+        .map_err(Error::Argument)
+    }
+}
+
+/// Held by every [`Client`] handle (the async ones and the guards
+/// included): when the last one goes, the driver thread may end.
+#[derive(Debug)]
+struct Life(Arc<Shared>);
+
+impl Drop for Life {
+    fn drop(&mut self) {
+        self.0.shut_down_driver();
+    }
 }
 
 impl Client {
@@ -414,9 +469,8 @@ impl Client {
     /// # Ok::<(), redlock_std::Error>(())
     /// ```
     pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
-        let resource = resource.as_ref();
-
-        self.acquire(resource, ttl, self.shared.config, None)
+        let (config, deadline) = self.attempts(Attempts::Configured);
+        self.acquire(resource.as_ref(), ttl, config, deadline)
     }
 
     /// One attempt, no retries.
@@ -434,13 +488,8 @@ impl Client {
     /// # Ok::<(), redlock_std::Error>(())
     /// ```
     pub fn try_lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
-        let resource = resource.as_ref();
-
-        let config = Config {
-            retry: Retry::NONE,
-            ..self.shared.config
-        };
-        self.acquire(resource, ttl, config, None)
+        let (config, deadline) = self.attempts(Attempts::Once);
+        self.acquire(resource.as_ref(), ttl, config, deadline)
     }
 
     /// Retries with jitter until `deadline` (no retry starts after it).
@@ -459,15 +508,8 @@ impl Client {
         ttl: Duration,
         deadline: StdInstant,
     ) -> Result<Lock, Error> {
-        let resource = resource.as_ref();
-        let config = Config {
-            retry: Retry {
-                retries: u32::MAX,
-                ..self.shared.config.retry
-            },
-            ..self.shared.config
-        };
-        self.acquire(resource, ttl, config, Some(deadline))
+        let (config, deadline) = self.attempts(Attempts::Until(deadline));
+        self.acquire(resource.as_ref(), ttl, config, deadline)
     }
 
     fn acquire(
@@ -477,9 +519,46 @@ impl Client {
         config: Config,
         deadline: Option<StdInstant>,
     ) -> Result<Lock, Error> {
-        let transport = &self.shared.transport;
         // Name lookups first: they must not eat into the validity (A1).
-        transport.resolve_wanted_names();
+        self.shared.transport.resolve_wanted_names();
+        let op = self.acquire_op(resource, ttl, config, deadline)?;
+        self.acquired(resource, self.shared.transport.acquire(op))
+    }
+
+    /// The config of an acquisition with `attempts`, and its deadline.
+    fn attempts(&self, attempts: Attempts) -> (Config, Option<StdInstant>) {
+        let config = self.shared.config;
+        match attempts {
+            Attempts::Configured => (config, None),
+            Attempts::Once => (
+                Config {
+                    retry: Retry::NONE,
+                    ..config
+                },
+                None,
+            ),
+            Attempts::Until(deadline) => (
+                Config {
+                    retry: Retry {
+                        retries: u32::MAX,
+                        ..config.retry
+                    },
+                    ..config
+                },
+                Some(deadline),
+            ),
+        }
+    }
+
+    /// The core operation of an acquisition, its clock read now.
+    fn acquire_op(
+        &self,
+        resource: &[u8],
+        ttl: Duration,
+        config: Config,
+        deadline: Option<StdInstant>,
+    ) -> Result<Acquire<Resource>, Error> {
+        let transport = &self.shared.transport;
         let servers = transport.servers(self.shared.servers);
         let now = transport.now();
         let deadline = deadline.map(|d| {
@@ -487,7 +566,7 @@ impl Client {
             now.saturating_add(core_duration(from_now))
         });
         let mut rng = OsRng::default();
-        let op = Acquire::new(
+        Acquire::new(
             &config,
             &servers,
             Resource::new(resource),
@@ -509,14 +588,20 @@ impl Client {
                 Error::Rng(Arc::new(std::io::Error::other("no entropy for a token")))
             }
             (e, _) => Error::Argument(e),
-        })?;
-        let outcome = transport.acquire(op);
-        let epoch = transport.epoch();
+        })
+    }
+
+    /// An acquisition's outcome as the API gives it.
+    fn acquired(
+        &self,
+        resource: &[u8],
+        outcome: Result<redlock_core::Lock, redlock_core::AcquireError>,
+    ) -> Result<Lock, Error> {
         match outcome {
             Ok(lock) => Ok(Lock {
                 resource: Resource::new(resource),
                 inner: lock,
-                epoch,
+                epoch: self.shared.transport.epoch(),
             }),
             Err(e) => Err(Error::from_failure(e.kind, self.outcomes(e.report))),
         }
@@ -561,15 +646,17 @@ impl Client {
     /// # Ok::<(), redlock_std::Error>(())
     /// ```
     pub fn unlock(&self, lock: &Lock) -> Result<Released, Error> {
-        let transport = &self.shared.transport;
-        let servers = &self.shared.servers;
-        let op = Release::for_lock(
+        self.confirmed(self.shared.transport.release(self.release_op(lock)))
+    }
+
+    /// The core operation that releases `lock`.
+    fn release_op(&self, lock: &Lock) -> Release<Resource> {
+        Release::for_lock(
             &self.shared.config,
-            servers,
+            &self.shared.servers,
             lock.resource.clone(),
             &lock.inner,
-        );
-        self.confirmed(transport.release(op))
+        )
     }
 
     /// Releases `resource` held with `token` (a lock taken by another
@@ -589,24 +676,27 @@ impl Client {
         resource: impl AsRef<[u8]>,
         token: impl AsRef<[u8]>,
     ) -> Result<Released, Error> {
-        let resource = resource.as_ref();
-        let token = token.as_ref();
+        let op = self.release_token_op(resource.as_ref(), token.as_ref())?;
+        self.confirmed(self.shared.transport.release(op))
+    }
 
-        let transport = &self.shared.transport;
-        let servers = &self.shared.servers;
-        let timeout = self
-            .shared
-            .config
-            .request_timeout_for(core_duration(self.shared.ttl));
-        let op = Release::new(
+    /// The core operation that releases `resource` held with `token`.
+    fn release_token_op(&self, resource: &[u8], token: &[u8]) -> Result<Release<Resource>, Error> {
+        Release::new(
             &self.shared.config,
-            servers,
+            &self.shared.servers,
             Resource::new(resource),
             token,
-            timeout,
+            self.default_request_timeout(),
         )
-        .map_err(Error::Argument)?;
-        self.confirmed(transport.release(op))
+        .map_err(Error::Argument)
+    }
+
+    /// The request timeout of operations that have no ttl of their own.
+    fn default_request_timeout(&self) -> redlock_core::Duration {
+        self.shared
+            .config
+            .request_timeout_for(core_duration(self.shared.ttl))
     }
 
     /// A release counts once a majority confirmed it (the core says).
@@ -631,20 +721,22 @@ impl Client {
     /// # Ok::<(), redlock_std::Error>(())
     /// ```
     pub fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<(), Error> {
-        let transport = &self.shared.transport;
-        let servers = &self.shared.servers;
-        transport.resolve_wanted_names();
-        let now = transport.now();
-        let op = Extend::new(
-            &self.shared.config,
-            servers,
-            lock.resource.clone(),
-            &lock.inner,
-            core_duration(ttl),
-            now,
-        )
-        .map_err(Error::Argument)?;
-        match transport.extend(op) {
+        self.shared.transport.resolve_wanted_names();
+        let op = self.extend_op(lock, ttl)?;
+        self.extended(lock, self.shared.transport.extend(op))
+    }
+
+    fn extend_op(&self, lock: &Lock, ttl: Duration) -> Result<Extend<Resource>, Error> {
+        self.shared.extend_op(lock, ttl)
+    }
+
+    /// An extension's outcome: `lock` takes the new validity.
+    fn extended(
+        &self,
+        lock: &mut Lock,
+        outcome: Result<redlock_core::Lock, redlock_core::ExtendError>,
+    ) -> Result<(), Error> {
+        match outcome {
             Ok(extended) => {
                 lock.inner = extended;
                 Ok(())
@@ -676,23 +768,25 @@ impl Client {
         resource: impl AsRef<[u8]>,
         at_least: u64,
     ) -> Result<FenceRepaired, Error> {
-        let resource = resource.as_ref();
+        let op = self.fence_repair_op(resource.as_ref(), at_least);
+        self.fence_repaired(self.shared.transport.fence_repair(op))
+    }
 
-        let transport = &self.shared.transport;
-        let timeout = self
-            .shared
-            .config
-            .request_timeout_for(core_duration(self.shared.ttl));
-        let op = FenceRepair::new(
+    fn fence_repair_op(&self, resource: &[u8], at_least: u64) -> FenceRepair<Resource> {
+        FenceRepair::new(
             &self.shared.config,
             &self.shared.servers,
             Resource::new(resource),
             at_least,
-            timeout,
-        );
-        transport
-            .fence_repair(op)
-            .map_err(|e| Error::Unavailable(self.outcomes(e.report)))
+            self.default_request_timeout(),
+        )
+    }
+
+    fn fence_repaired(
+        &self,
+        outcome: Result<FenceRepaired, redlock_core::FenceRepairError>,
+    ) -> Result<FenceRepaired, Error> {
+        outcome.map_err(|e| Error::Unavailable(self.outcomes(e.report)))
     }
 
     /// Per server: who holds `resource`, and for how long.
@@ -709,16 +803,16 @@ impl Client {
     /// # Ok::<(), redlock_std::Error>(())
     /// ```
     pub fn inspect(&self, resource: impl AsRef<[u8]>) -> Result<Inspection, Error> {
-        let resource = resource.as_ref();
+        let op = self.inspect_op(resource.as_ref());
+        Ok(Inspection::from_core(&self.shared.transport.inspect(op)))
+    }
 
-        let transport = &self.shared.transport;
-        let servers = &self.shared.servers;
-        let timeout = self
-            .shared
-            .config
-            .request_timeout_for(core_duration(self.shared.ttl));
-        let op = Inspect::new(servers, Resource::new(resource), timeout);
-        Ok(Inspection::from_core(&transport.inspect(op)))
+    fn inspect_op(&self, resource: &[u8]) -> Inspect<Resource> {
+        Inspect::new(
+            &self.shared.servers,
+            Resource::new(resource),
+            self.default_request_timeout(),
+        )
     }
 
     /// The per-request timeout for operations with `ttl`.

@@ -19,7 +19,8 @@ pub(super) enum Unwritten {
 ///
 /// Invariants, checked by [`State::check_leadership`] after every critical
 /// section in debug builds:
-/// - only the leader polls (`polling` implies `leader`);
+/// - only the leader polls (`polling` implies `leader`), and the driver
+///   leads only as the leader (`driver` implies `leader`);
 /// - the waker is used at most once per poll, while the leader polls
 ///   (`woken` implies `polling`);
 /// - a slot is either running (`active`) or done and waiting to be woken
@@ -29,6 +30,8 @@ pub(super) enum Unwritten {
 pub(super) struct Leadership {
     /// Some thread is the leader.
     pub(super) leader: bool,
+    /// The leader is the driver thread (see `task.rs`).
+    pub(super) driver: bool,
     /// The leader is in `Poll::poll` (without the state lock).
     pub(super) polling: bool,
     /// The waker was used since the leader last polled.
@@ -39,6 +42,9 @@ pub(super) struct Leadership {
     pub(super) to_wake: u64,
     /// Threads waiting for a free slot.
     pub(super) slot_waiters: usize,
+    /// Since when the driver, with nothing running, writes what is left
+    /// queued (see `Transport::drive`).
+    pub(super) drain_since: Option<StdInstant>,
 }
 
 impl<J: Job> State<J> {
@@ -50,6 +56,14 @@ impl<J: Job> State<J> {
         }
         let lead = &self.lead;
         debug_assert!(!lead.polling || lead.leader, "polling without leading");
+        debug_assert!(
+            !lead.driver || lead.leader,
+            "the driver leads without the role"
+        );
+        debug_assert!(
+            self.slots.iter().all(|s| s.serial != 0 || !s.task),
+            "a free slot belongs to a task"
+        );
         debug_assert!(!lead.woken || lead.polling, "woken outside a poll");
         debug_assert_eq!(lead.active & lead.to_wake, 0, "running and done at once");
         let occupied = self
@@ -178,14 +192,22 @@ impl<J: Job> Transport<J> {
             s.done = false;
             s.panic = None;
             s.waiting = false;
+            s.task = false;
+        }
+        if let Some(w) = self.task_wakers.get(slot) {
+            // Under the state lock: the next owner's waker is set under it.
+            *relock(w.lock()) = None;
         }
         st.lead.active &= !bit(slot);
         st.free.push(slot as u16);
         if st.lead.slot_waiters > 0 {
             self.slot_free.notify_one();
         }
+        // A task waiting for a slot tries again (it is queued once).
+        let next_task = st.slot_tasks.front().map(|(_, w)| w.clone());
         if leading {
             st.lead.leader = false;
+            st.lead.driver = false;
             // What the last pass queued goes out now, not when the next
             // leader polls.
             st.flush_all();
@@ -193,24 +215,54 @@ impl<J: Job> Transport<J> {
         let mut wake = core::mem::take(&mut st.lead.to_wake);
         // Its owner is this thread: it needs no wake-up.
         wake &= !bit(slot);
-        if !st.lead.leader {
-            // Someone must poll for the operations still running: an owner
-            // that waits takes the role when it wakes.
-            let waiting = bits(st.lead.active).find(|&i| st.slots[i].waiting && !st.slots[i].done);
-            if let Some(next) = waiting {
-                wake |= bit(next);
-            }
-        }
+        let kick = self.hand_off(&mut st, &mut wake);
         st.check_leadership();
         drop(st);
         self.wake(wake);
+        if let Some(w) = next_task {
+            w.wake();
+        }
+        if kick {
+            self.kick.kick();
+        }
     }
 
-    /// Wakes the owners of the slots in `mask`.
+    /// With no leader and operations still running, someone must poll for
+    /// them: an owner thread that waits takes the role when it wakes (added
+    /// to `wake`); without one (tasks only), the driver thread does (true:
+    /// kick it once the lock is released).
+    pub(super) fn hand_off(&self, st: &mut State<J>, wake: &mut u64) -> bool {
+        if st.lead.leader || st.lead.active == 0 {
+            return false;
+        }
+        let waiting = bits(st.lead.active)
+            .find(|&i| st.slots[i].waiting && !st.slots[i].done && !st.slots[i].task);
+        match waiting {
+            Some(next) => {
+                *wake |= bit(next);
+                false
+            }
+            None => true,
+        }
+    }
+
+    /// Wakes the owners of the slots in `mask`: a task by its waker, a
+    /// thread by its condition variable. (Called without the state lock; a
+    /// slot freed and taken again meanwhile gets a spurious wake-up, which
+    /// every owner tolerates.)
     pub(super) fn wake(&self, mask: u64) {
         for i in bits(mask) {
-            if let Some(cv) = self.wakeups.get(i) {
-                cv.notify_one();
+            let task = self
+                .task_wakers
+                .get(i)
+                .and_then(|w| relock(w.lock()).take());
+            match task {
+                Some(waker) => waker.wake(),
+                None => {
+                    if let Some(cv) = self.wakeups.get(i) {
+                        cv.notify_one();
+                    }
+                }
             }
         }
     }
@@ -304,6 +356,7 @@ impl<J: Job> Drop for SlotGuard<'_, J> {
             if self.leading {
                 st.lead.polling = false;
                 st.lead.woken = false;
+                st.lead.driver = false;
             }
             self.transport.finish(st, self.slot, self.leading);
         }

@@ -45,6 +45,8 @@
 //! - `leader.rs`: the combining leader (`run`, `lead`, `finish`, the last
 //!   thread out);
 //! - `slots.rs`: the slots where running operations live;
+//! - `task.rs`: operations owned by tasks (the async API) and the driver
+//!   thread's turns as the leader;
 //! - `drive.rs`: driving an operation (deadlines, connection errors, what
 //!   it sends, which queue a request goes to);
 //! - `wire.rs`: connects, the handshake the core plans and judges, writes,
@@ -62,6 +64,7 @@ use core::any::Any;
 use core::net::SocketAddr;
 use core::panic::AssertUnwindSafe;
 use core::sync::atomic::{AtomicU16, Ordering};
+use core::task::Waker;
 use std::io::{self, Read, Write};
 use std::net::ToSocketAddrs;
 use std::panic::{catch_unwind, resume_unwind};
@@ -71,7 +74,7 @@ use std::time::Instant as StdInstant;
 use core::time::Duration as StdDuration;
 
 use mio::net::TcpStream;
-use mio::{Events, Interest, Poll, Registry, Token, Waker};
+use mio::{Events, Interest, Poll, Registry, Token};
 use redlock_core::handshake::{self, Plan, SetupError, Step, Verdict};
 use redlock_core::redlock_resp::{EncodeError, Limits, Parser, Reply, Status, encode};
 use redlock_core::{Instant, Operation, ServerId, Servers};
@@ -81,7 +84,15 @@ use crate::url::ServerUrl;
 /// An operation the transport can run: a core [`Operation`] (which also
 /// takes what the connections learn about server restarts, with
 /// [`Operation::set_incarnation`], ahead of its requests on that connection).
-pub(crate) trait Job: Operation<Output: core::fmt::Debug> + core::fmt::Debug {}
+pub(crate) trait Job: Operation<Output: core::fmt::Debug> + core::fmt::Debug {
+    /// Its owner went away before its outcome (a future dropped
+    /// mid-flight): wind down as the core says (an acquisition starts no
+    /// further attempt and releases what it wins). By default it just runs
+    /// to its end.
+    fn abandon(&mut self, now: Instant) {
+        let _ = now;
+    }
+}
 
 /// Connection tunables.
 #[derive(Debug, Clone, Copy)]
@@ -109,6 +120,8 @@ struct State<J: Job> {
     serial: u64,
     slots: Vec<Slot<J>>,
     free: Vec<u16>,
+    /// Tasks waiting for a free slot, by their waiter id, first come first.
+    slot_tasks: VecDeque<(u64, Waker)>,
     /// Who leads, who is to be woken.
     lead: Leadership,
     /// Connections whose host name is to be looked up again, outside the
@@ -130,10 +143,16 @@ pub(crate) struct Transport<J: Job> {
     state: Mutex<State<J>>,
     /// Only the leader locks it, without holding the state lock.
     poller: Mutex<Poller>,
-    waker: Waker,
-    /// Slot i's owner waits on `wakeups[i]`.
+    waker: mio::Waker,
+    /// Slot i's owner waits on `wakeups[i]` (a thread) or is woken by
+    /// `task_wakers[i]` (a task, or the driver for an operation it adopted).
     wakeups: Box<[Condvar]>,
+    /// Set under the state lock (so that a wake-up after it is not lost),
+    /// taken by whoever wakes the slot's owner, outside it.
+    task_wakers: Box<[Mutex<Option<Waker>>]>,
     slot_free: Condvar,
+    /// Wakes the driver thread (see `task.rs`) when it waits for work.
+    kick: Arc<Kick>,
     /// The origin of the core's clock.
     epoch: StdInstant,
     /// See `State::resolve_wanted`.
@@ -236,7 +255,7 @@ impl<J: Job> Transport<J> {
             })
             .collect();
         let poll = Poll::new()?;
-        let waker = Waker::new(poll.registry(), WAKE)?;
+        let waker = mio::Waker::new(poll.registry(), WAKE)?;
         let registry = poll.registry().try_clone()?;
         // Names that did not resolve now are looked up again by the first
         // call (before it takes the lock).
@@ -256,6 +275,7 @@ impl<J: Job> Transport<J> {
             serial: 0,
             slots: (0..MAX_SLOTS).map(|_| Slot::new()).collect(),
             free: (0..MAX_SLOTS as u16).rev().collect(),
+            slot_tasks: VecDeque::new(),
             lead: Leadership::default(),
             resolve_wanted: resolve_wanted.clone(),
             config,
@@ -268,7 +288,9 @@ impl<J: Job> Transport<J> {
             }),
             waker,
             wakeups: (0..MAX_SLOTS).map(|_| Condvar::new()).collect(),
+            task_wakers: (0..MAX_SLOTS).map(|_| Mutex::new(None)).collect(),
             slot_free: Condvar::new(),
+            kick: Arc::new(Kick::default()),
             epoch: now,
             resolve_wanted,
         })
@@ -382,6 +404,7 @@ mod drive;
 mod leader;
 mod setup;
 mod slots;
+mod task;
 #[cfg(test)]
 mod tests;
 mod wire;
@@ -390,3 +413,4 @@ use conn::*;
 use leader::*;
 use setup::*;
 use slots::*;
+pub(crate) use task::{Abandoned, Kick, Ticket};

@@ -20,8 +20,12 @@ pub(super) struct Slot<J: Job> {
     pub(super) done: bool,
     /// The payload of a panic of the operation, for its owner to resume.
     pub(super) panic: Option<Box<dyn Any + Send>>,
-    /// The owner waits on its condition variable.
+    /// The owner waits: on its condition variable (a thread), or for its
+    /// waker (a task).
     pub(super) waiting: bool,
+    /// The owner is a task (woken through `Transport::task_wakers`), not a
+    /// thread: it never leads.
+    pub(super) task: bool,
 }
 
 impl<J: Job> Slot<J> {
@@ -35,6 +39,7 @@ impl<J: Job> Slot<J> {
             done: false,
             panic: None,
             waiting: false,
+            task: false,
         }
     }
 

@@ -1,0 +1,336 @@
+//! The driver thread: one per client, started by its first async use.
+//!
+//! It leads the transport while tasks' operations run and no blocking
+//! caller leads (a task never blocks, so it never polls), runs what nobody
+//! waits for (the release of a dropped guard, the end of a dropped call),
+//! and keeps the watched locks of the async API alive: their timers live
+//! here, so a watched lock costs no thread of its own. It ends once every
+//! handle of the client is gone and nothing of its own is left to do.
+
+use alloc::sync::Arc;
+use core::task::{Poll, Waker};
+use core::time::Duration;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Instant as StdInstant;
+
+use crate::call::{Answer, Call};
+use crate::transport::{Abandoned, Ticket};
+use crate::watchdog::Lost;
+use crate::{Client, Error, Lock, Resource, Shared, core_duration};
+
+use super::watch::WatchShared;
+
+/// The waiter id the driver submits under (tasks take theirs from 1 up).
+const DRIVER_WAITER: u64 = 0;
+
+/// The driver's side of a client: what it is handed, and whether it runs.
+#[derive(Debug, Default)]
+pub(crate) struct Driver {
+    inbox: Mutex<Inbox>,
+}
+
+/// What the API hands the driver, taken by it on each turn.
+#[derive(Debug, Default)]
+struct Inbox {
+    /// The driver thread runs.
+    running: bool,
+    /// Every handle of the client is gone: end once idle.
+    shutdown: bool,
+    /// Operations to run that nobody waits for.
+    calls: Vec<Call>,
+    /// Operations whose task went away mid-flight.
+    adopted: Vec<Adopted>,
+    /// Locks to keep alive.
+    watches: Vec<Arc<WatchShared>>,
+}
+
+/// An operation the driver polls to its end for a task that went away.
+#[derive(Debug)]
+struct Adopted {
+    ticket: Ticket,
+    /// For an acquisition: its resource, to release what it may still win.
+    resource: Option<Resource>,
+}
+
+fn relock<T>(r: Result<T, PoisonError<T>>) -> T {
+    r.unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Driver {
+    fn inbox(&self) -> MutexGuard<'_, Inbox> {
+        relock(self.inbox.lock())
+    }
+}
+
+impl Client {
+    /// Starts the driver thread if it does not run yet.
+    pub(crate) fn ensure_driver(&self) -> Result<(), Error> {
+        let mut inbox = self.shared.driver.inbox();
+        if inbox.running {
+            return Ok(());
+        }
+        let shared = self.shared.clone();
+        std::thread::Builder::new()
+            .name("redlock-driver".into())
+            .spawn(move || run(&shared))
+            .map_err(|e| Error::Io(Arc::new(e)))?;
+        inbox.running = true;
+        inbox.shutdown = false;
+        Ok(())
+    }
+
+    /// Runs `call` in the background: nobody waits for it.
+    pub(crate) fn run_in_background(&self, call: Call) {
+        self.shared.driver.inbox().calls.push(call);
+        self.shared.transport.kick_driver();
+    }
+
+    /// Hands the driver an operation whose task went away, or, if it was
+    /// done, cleans up after it (releases a lock it acquired).
+    pub(crate) fn abandon(&self, ticket: Ticket, resource: Option<Resource>) {
+        let transport = &self.shared.transport;
+        let adopter = Waker::from(transport.kick().clone());
+        match transport.abandon(ticket, &adopter) {
+            Abandoned::Done(answer) => {
+                if let Some(release) = self.shared.clean_up(answer, resource) {
+                    self.run_in_background(release);
+                }
+            }
+            Abandoned::Adopted => {
+                self.shared
+                    .driver
+                    .inbox()
+                    .adopted
+                    .push(Adopted { ticket, resource });
+                transport.kick_driver();
+            }
+            Abandoned::Gone => {}
+        }
+    }
+
+    /// Keeps the lock of `watch` alive from the driver.
+    pub(crate) fn drive_watch(&self, watch: Arc<WatchShared>) {
+        self.shared.driver.inbox().watches.push(watch);
+        self.shared.transport.kick_driver();
+    }
+}
+
+impl Shared {
+    /// What an operation nobody waits for leaves to do: the release of a
+    /// lock it acquired (the resource is the acquisition's).
+    fn clean_up(&self, answer: Answer, resource: Option<Resource>) -> Option<Call> {
+        match (answer, resource) {
+            (Answer::Acquired(Ok(lock)), Some(resource)) => Some(Call::Release(
+                redlock_core::Release::for_lock(&self.config, &self.servers, resource, &lock),
+            )),
+            _ => None,
+        }
+    }
+
+    /// The last handle of the client is gone: the driver ends once idle.
+    pub(crate) fn shut_down_driver(&self) {
+        self.driver.inbox().shutdown = true;
+        self.transport.kick_driver();
+    }
+}
+
+/// A watched lock as the driver keeps it.
+#[derive(Debug)]
+struct Watched {
+    shared: Arc<WatchShared>,
+    phase: Phase,
+    /// Without an extension by then, the lock is lost.
+    give_up_at: StdInstant,
+}
+
+#[derive(Debug)]
+enum Phase {
+    /// The next extension starts at this instant.
+    Wait(StdInstant),
+    /// An extension runs.
+    Extending(Ticket),
+    /// No more extensions allowed: lost at `give_up_at`.
+    Limit,
+}
+
+/// The driver thread's loop.
+fn run(shared: &Arc<Shared>) {
+    let transport = &shared.transport;
+    let waker = Waker::from(transport.kick().clone());
+    let mut calls: Vec<Call> = Vec::new();
+    let mut adopted: Vec<Adopted> = Vec::new();
+    let mut watched: Vec<Watched> = Vec::new();
+    loop {
+        {
+            let mut inbox = shared.driver.inbox();
+            calls.append(&mut inbox.calls);
+            adopted.append(&mut inbox.adopted);
+            for w in inbox.watches.drain(..) {
+                let (extend_at, give_up_at) = schedule(shared, &w);
+                watched.push(Watched {
+                    shared: w,
+                    phase: Phase::Wait(extend_at),
+                    give_up_at,
+                });
+            }
+            if inbox.shutdown
+                && calls.is_empty()
+                && adopted.is_empty()
+                && watched.is_empty()
+                && transport.idle()
+            {
+                inbox.running = false;
+                return;
+            }
+        }
+        // Name lookups block: here, not in a task.
+        transport.resolve_wanted_names();
+        // What nobody waits for starts as soon as a slot is free.
+        while let Some(call) = calls.pop() {
+            match transport.submit(call, &waker, DRIVER_WAITER) {
+                Ok(ticket) => adopted.push(Adopted {
+                    ticket,
+                    resource: None,
+                }),
+                Err(call) => {
+                    // Kicked when a slot frees.
+                    calls.push(call);
+                    break;
+                }
+            }
+        }
+        let mut i = 0;
+        while i < adopted.len() {
+            let ticket = adopted[i].ticket;
+            match transport.poll_ticket(ticket, &waker) {
+                Poll::Pending => i += 1,
+                Poll::Ready(answer) => {
+                    let done = adopted.swap_remove(i);
+                    if let Some(release) = shared.clean_up(answer, done.resource) {
+                        calls.push(release);
+                    }
+                }
+            }
+        }
+        let now = StdInstant::now();
+        let mut next: Option<StdInstant> = None;
+        watched.retain_mut(|w| {
+            let keep = tend(shared, w, &waker, now, &mut adopted);
+            if keep {
+                let at = match w.phase {
+                    Phase::Wait(at) => Some(at.min(w.give_up_at)),
+                    Phase::Extending(_) => None,
+                    Phase::Limit => Some(w.give_up_at),
+                };
+                next = match (next, at) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            keep
+        });
+        if !calls.is_empty() && next.is_none() {
+            // Waiting for a slot: a freed one kicks; this bounds a missed one.
+            next = Some(now + Duration::from_millis(10));
+        }
+        transport.drive(next);
+    }
+}
+
+/// When to extend `watch`'s lock next, and when it is lost without an
+/// extension: the core's schedule (F2).
+fn schedule(shared: &Shared, watch: &WatchShared) -> (StdInstant, StdInstant) {
+    let lock = watch.lock();
+    let request_timeout = shared.config.request_timeout_for(core_duration(watch.ttl));
+    let renewal = lock.inner.renewal(request_timeout);
+    (
+        lock.std_instant(renewal.extend_at),
+        lock.std_instant(renewal.give_up_at),
+    )
+}
+
+/// One turn of a watched lock; false once the driver is done with it.
+fn tend(
+    shared: &Arc<Shared>,
+    w: &mut Watched,
+    waker: &Waker,
+    now: StdInstant,
+    adopted: &mut Vec<Adopted>,
+) -> bool {
+    let transport = &shared.transport;
+    if w.shared.stopped() {
+        if let Phase::Extending(ticket) = w.phase {
+            // Released meanwhile: the extension ends on its own (a
+            // token-checked PEXPIRE of a deleted key does nothing).
+            adopted.push(Adopted {
+                ticket,
+                resource: None,
+            });
+        }
+        return false;
+    }
+    match w.phase {
+        Phase::Extending(ticket) => {
+            let Poll::Ready(answer) = transport.poll_ticket(ticket, waker) else {
+                return true;
+            };
+            let Answer::Extended(outcome) = answer else {
+                unreachable!("an extension answered {answer:?}")
+            };
+            match outcome {
+                Ok(extended) => {
+                    w.shared.update(|lock| lock.inner = extended);
+                    let (extend_at, give_up_at) = schedule(shared, &w.shared);
+                    w.phase = Phase::Wait(extend_at);
+                    w.give_up_at = give_up_at;
+                    true
+                }
+                Err(e) if e.kind == redlock_core::FailureKind::Lost => {
+                    w.shared.lose(Lost::NotHeld);
+                    false
+                }
+                Err(_) => {
+                    // Unavailable, or a round that came too late: again
+                    // shortly, while there is time.
+                    let retry = Duration::from_micros(
+                        shared
+                            .config
+                            .request_timeout_for(core_duration(w.shared.ttl))
+                            .as_micros(),
+                    );
+                    w.phase = Phase::Wait(now + retry);
+                    true
+                }
+            }
+        }
+        Phase::Limit if now >= w.give_up_at => {
+            w.shared.lose(Lost::ExtensionLimit);
+            false
+        }
+        Phase::Limit => true,
+        Phase::Wait(_) if now >= w.give_up_at => {
+            w.shared.lose(Lost::Unavailable);
+            false
+        }
+        Phase::Wait(at) if now < at => true,
+        Phase::Wait(_) => {
+            let lock: Lock = w.shared.lock();
+            match shared.extend_op(&lock, w.shared.ttl) {
+                Ok(op) => match transport.submit(Call::Extend(op), waker, DRIVER_WAITER) {
+                    Ok(ticket) => w.phase = Phase::Extending(ticket),
+                    // No slot free: kicked when one is.
+                    Err(_) => w.phase = Phase::Wait(now + Duration::from_millis(1)),
+                },
+                Err(Error::Argument(redlock_core::ArgumentError::ExtensionLimit)) => {
+                    // Handed back before its validity ends.
+                    w.phase = Phase::Limit;
+                }
+                Err(_) => {
+                    w.shared.lose(Lost::Unavailable);
+                    return false;
+                }
+            }
+            true
+        }
+    }
+}

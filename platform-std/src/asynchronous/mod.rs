@@ -1,0 +1,580 @@
+//! The async API: [`AsyncClient`], the same operations as [`Client`] as
+//! futures that never block their executor, on any runtime.
+//!
+//! # How it works
+//!
+//! An async call builds the same core operation as the blocking one and
+//! moves it into a slot of the client's transport: its requests are
+//! encoded and written at once, from the calling task's thread, and the
+//! task leaves its [`Waker`](core::task::Waker) and returns `Pending`. It
+//! never polls a socket: whichever thread leads the transport (a blocking
+//! caller of the same client, or else the client's *driver thread*) reads
+//! the replies, hands them to the operation and wakes the task once, when
+//! its call is done. One poll of the sockets serves every operation that
+//! is running, so N tasks cost one wake-up of the driver per batch of
+//! replies, not one thread each.
+//!
+//! The driver thread is started by the client's first async use and ends
+//! when the last handle of the client is dropped. It depends on no
+//! runtime: tokio, smol, `futures::executor` or a hand-written executor all
+//! work. It also keeps the watched locks alive ([`AsyncAutoLock`]; the
+//! timers are its own, no thread per lock), and runs what nobody waits for:
+//! the release of a dropped guard, or the end of a dropped call.
+//!
+//! Blocking and async calls share one transport: the same connections,
+//! pipelined, and the same per-server reports.
+//!
+//! # Cancellation
+//!
+//! Every future of this API may be dropped at any point:
+//! - a lock future (`lock`, `try_lock`, `lock_until`, `lock_guard`,
+//!   `lock_auto_extend`) dropped mid-flight starts no further attempt, and
+//!   releases (A5) whatever its attempt wins, in the background, without
+//!   blocking the dropping thread;
+//! - an `unlock`, `extend`, `inspect` or `fence_repair` future dropped
+//!   mid-flight runs to its end in the background (an unlock still
+//!   releases);
+//! - dropping an [`AsyncLockGuard`] or an [`AsyncAutoLock`] releases in
+//!   the background;
+//! - no future holds a lock of the client's across an `.await`: every
+//!   critical section is inside one `poll`, so nothing a task does can
+//!   stall the driver.
+//!
+//! An operation that panics (the core's do not) panics the task that
+//! awaits it.
+
+use alloc::sync::Arc;
+use core::future::Future;
+use core::ops::Deref;
+use core::pin::Pin;
+use core::sync::atomic::{AtomicU64, Ordering};
+use core::task::{Context, Poll};
+use core::time::Duration;
+use std::time::Instant as StdInstant;
+
+use crate::call::{Answer, Call};
+use crate::transport::Ticket;
+use crate::{
+    Attempts, Client, Error, FenceRepaired, Inspection, Lock, Released, Resource, ServerUrl,
+};
+
+mod driver;
+mod watch;
+
+pub(crate) use driver::Driver;
+use watch::WatchShared;
+pub use watch::{AsyncAutoLock, WhenLost};
+
+/// The async face of a [`Client`]: the same connections and operations,
+/// as futures that never block their executor.
+///
+/// Get one with [`Client::to_async`] (or [`Builder::build_async`]). It is
+/// `Send + Sync` and cheap to clone; any number of tasks may share it.
+/// See the [module docs](crate::asynchronous) for how it works and what
+/// cancellation does.
+///
+/// ```
+/// use std::time::Duration;
+/// # let (client, _servers) = redlock_tests::doc::client();
+/// let client = client.to_async()?;
+/// futures::executor::block_on(async {
+///     let lock = client.lock("orders", Duration::from_secs(10)).await?;
+///     // ... work, finishing before lock.remaining() runs out ...
+///     client.unlock(&lock).await?;
+///     Ok::<(), redlock_std::Error>(())
+/// })?;
+/// # Ok::<(), redlock_std::Error>(())
+/// ```
+///
+/// [`Builder::build_async`]: crate::Builder::build_async
+#[derive(Debug, Clone)]
+pub struct AsyncClient {
+    client: Client,
+}
+
+impl Client {
+    /// This client's async face (sharing its connections). Starts the
+    /// client's driver thread if it does not run yet.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the driver thread cannot be started.
+    ///
+    /// ```
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// let client = client.to_async()?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
+    pub fn to_async(&self) -> Result<AsyncClient, Error> {
+        self.ensure_driver()?;
+        Ok(AsyncClient {
+            client: self.clone(),
+        })
+    }
+}
+
+static NEXT_WAITER: AtomicU64 = AtomicU64::new(1);
+
+/// One call in flight: submitted on its first poll, abandoned if dropped.
+struct Running<'a> {
+    client: &'a Client,
+    call: Option<Call>,
+    ticket: Option<Ticket>,
+    /// Its place in the queue for a slot.
+    waiter: u64,
+    /// For an acquisition: its resource, to release what it may win after
+    /// it is dropped.
+    resource: Option<Resource>,
+}
+
+impl<'a> Running<'a> {
+    fn new(client: &'a Client, call: Call) -> Running<'a> {
+        let resource = match &call {
+            Call::Acquire(op) => Some(Resource::new(op.resource())),
+            _ => None,
+        };
+        Running {
+            client,
+            call: Some(call),
+            ticket: None,
+            waiter: NEXT_WAITER.fetch_add(1, Ordering::Relaxed),
+            resource,
+        }
+    }
+}
+
+impl Future for Running<'_> {
+    type Output = Answer;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Answer> {
+        let this = self.get_mut();
+        let transport = &this.client.shared.transport;
+        let ticket = match this.ticket.take() {
+            Some(ticket) => ticket,
+            None => {
+                let Some(call) = this.call.take() else {
+                    panic!("a redlock future polled after it completed");
+                };
+                match transport.submit(call, cx.waker(), this.waiter) {
+                    Ok(ticket) => ticket,
+                    Err(call) => {
+                        // Every slot is taken: woken when one is freed.
+                        this.call = Some(call);
+                        return Poll::Pending;
+                    }
+                }
+            }
+        };
+        // Taken out first: if the operation panicked, the ticket is spent.
+        let polled = transport.poll_ticket(ticket, cx.waker());
+        if polled.is_pending() {
+            this.ticket = Some(ticket);
+        }
+        polled
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            self.client.abandon(ticket, self.resource.take());
+        } else if self.call.is_some() {
+            self.client.shared.transport.cancel_wait(self.waiter);
+        }
+    }
+}
+
+impl AsyncClient {
+    /// The blocking client it shares its connections with.
+    pub fn blocking(&self) -> &Client {
+        &self.client
+    }
+
+    /// The default ttl.
+    pub fn ttl(&self) -> Duration {
+        self.client.ttl()
+    }
+
+    /// The per-request timeout for operations with `ttl`.
+    pub fn request_timeout(&self, ttl: Duration) -> Duration {
+        self.client.request_timeout(ttl)
+    }
+
+    /// The servers, as given (passwords hidden when displayed).
+    pub fn server_urls(&self) -> Vec<ServerUrl> {
+        self.client.server_urls()
+    }
+
+    async fn run(&self, call: Call) -> Answer {
+        Running::new(&self.client, call).await
+    }
+
+    async fn acquire(
+        &self,
+        resource: &[u8],
+        ttl: Duration,
+        attempts: Attempts,
+    ) -> Result<Lock, Error> {
+        // No name lookup here (it may block): the driver does them.
+        let (config, deadline) = self.client.attempts(attempts);
+        let op = self.client.acquire_op(resource, ttl, config, deadline)?;
+        match self.run(Call::Acquire(op)).await {
+            Answer::Acquired(out) => self.client.acquired(resource, out),
+            other => unreachable!("an acquisition answered {other:?}"),
+        }
+    }
+
+    /// Acquires `resource` for `ttl`, retrying as configured. Cancel-safe:
+    /// dropped mid-flight, it starts no further attempt and releases what
+    /// it wins (A5), in the background.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// # let client = client.to_async()?;
+    /// # futures::executor::block_on(async {
+    /// let lock = client.lock("orders", Duration::from_secs(10)).await?;
+    /// client.unlock(&lock).await?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// # })?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Client::lock`].
+    pub async fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
+        self.acquire(resource.as_ref(), ttl, Attempts::Configured)
+            .await
+    }
+
+    /// One attempt, no retries. Cancel-safe as [`lock`](AsyncClient::lock).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_std::Error;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// # let client = client.to_async()?;
+    /// # futures::executor::block_on(async {
+    /// let held = client.try_lock("orders", Duration::from_secs(10)).await?;
+    /// assert!(matches!(
+    ///     client.try_lock("orders", Duration::from_secs(10)).await,
+    ///     Err(Error::Conflict(_))
+    /// ));
+    /// client.unlock(&held).await?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// # })?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Client::try_lock`].
+    pub async fn try_lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
+        self.acquire(resource.as_ref(), ttl, Attempts::Once).await
+    }
+
+    /// Retries with jitter until `deadline` (no retry starts after it).
+    /// Cancel-safe as [`lock`](AsyncClient::lock): drop it (in a `select!`
+    /// with a shutdown signal, say) to stop waiting.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// # let client = client.to_async()?;
+    /// # futures::executor::block_on(async {
+    /// let deadline = Instant::now() + Duration::from_secs(5);
+    /// let lock = client.lock_until("nightly-report", Duration::from_secs(60), deadline).await?;
+    /// client.unlock(&lock).await?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// # })?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Client::lock_until`].
+    pub async fn lock_until(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        deadline: StdInstant,
+    ) -> Result<Lock, Error> {
+        self.acquire(resource.as_ref(), ttl, Attempts::Until(deadline))
+            .await
+    }
+
+    /// Releases `lock` on every server (A7). Dropped mid-flight, the
+    /// release still runs to its end in the background.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// # let client = client.to_async()?;
+    /// # futures::executor::block_on(async {
+    /// let lock = client.lock("orders", Duration::from_secs(10)).await?;
+    /// assert_eq!(client.unlock(&lock).await?.deleted(), 3);
+    /// # Ok::<(), redlock_std::Error>(())
+    /// # })?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Client::unlock`].
+    pub async fn unlock(&self, lock: &Lock) -> Result<Released, Error> {
+        let op = self.client.release_op(lock);
+        match self.run(Call::Release(op)).await {
+            Answer::Released(out) => self.client.confirmed(out),
+            other => unreachable!("a release answered {other:?}"),
+        }
+    }
+
+    /// Releases `lock` without waiting: the driver runs the release.
+    pub(crate) fn unlock_in_background(&self, lock: &Lock) {
+        let op = self.client.release_op(lock);
+        self.client.run_in_background(Call::Release(op));
+    }
+
+    /// Releases `resource` held with `token` (a lock taken by another
+    /// process). As [`unlock`](AsyncClient::unlock).
+    ///
+    /// # Errors
+    /// As [`Client::unlock_token`].
+    pub async fn unlock_token(
+        &self,
+        resource: impl AsRef<[u8]>,
+        token: impl AsRef<[u8]>,
+    ) -> Result<Released, Error> {
+        let op = self
+            .client
+            .release_token_op(resource.as_ref(), token.as_ref())?;
+        match self.run(Call::Release(op)).await {
+            Answer::Released(out) => self.client.confirmed(out),
+            other => unreachable!("a release answered {other:?}"),
+        }
+    }
+
+    /// Extends `lock` to a fresh `ttl`. On failure, or if the future is
+    /// dropped before it completes, the lock keeps its old validity.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// # let client = client.to_async()?;
+    /// # futures::executor::block_on(async {
+    /// let mut lock = client.lock("orders", Duration::from_secs(10)).await?;
+    /// client.extend(&mut lock, Duration::from_secs(30)).await?;
+    /// assert_eq!(lock.extensions(), 1);
+    /// client.unlock(&lock).await?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// # })?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Client::extend`].
+    pub async fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<(), Error> {
+        let op = self.client.extend_op(lock, ttl)?;
+        match self.run(Call::Extend(op)).await {
+            Answer::Extended(out) => self.client.extended(lock, out),
+            other => unreachable!("an extension answered {other:?}"),
+        }
+    }
+
+    /// Per server: who holds `resource`, and for how long.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// # let client = client.to_async()?;
+    /// # futures::executor::block_on(async {
+    /// let lock = client.lock("orders", Duration::from_secs(10)).await?;
+    /// let inspection = client.inspect("orders").await?;
+    /// assert_eq!(inspection.majority_holder(), Some(lock.token().as_bytes()));
+    /// # Ok::<(), redlock_std::Error>(())
+    /// # })?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// None today; the `Result` leaves room.
+    pub async fn inspect(&self, resource: impl AsRef<[u8]>) -> Result<Inspection, Error> {
+        let op = self.client.inspect_op(resource.as_ref());
+        match self.run(Call::Inspect(op)).await {
+            Answer::Inspected(out) => Ok(Inspection::from_core(&out)),
+            other => unreachable!("an inspection answered {other:?}"),
+        }
+    }
+
+    /// F1 repair, for an operator: as [`Client::fence_repair`].
+    ///
+    /// # Errors
+    /// As [`Client::fence_repair`].
+    pub async fn fence_repair(
+        &self,
+        resource: impl AsRef<[u8]>,
+        at_least: u64,
+    ) -> Result<FenceRepaired, Error> {
+        let op = self.client.fence_repair_op(resource.as_ref(), at_least);
+        match self.run(Call::FenceRepair(op)).await {
+            Answer::FenceRepaired(out) => self.client.fence_repaired(out),
+            other => unreachable!("a fence repair answered {other:?}"),
+        }
+    }
+
+    /// Acquires `resource` and returns a guard that releases it, in the
+    /// background, when dropped.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// # let client = client.to_async()?;
+    /// # futures::executor::block_on(async {
+    /// let guard = client.lock_guard("orders", Duration::from_secs(10)).await?;
+    /// println!("token {}", guard.token());
+    /// guard.release().await?; // or drop it: released in the background
+    /// # Ok::<(), redlock_std::Error>(())
+    /// # })?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`lock`](AsyncClient::lock).
+    pub async fn lock_guard(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<AsyncLockGuard, Error> {
+        let lock = self.lock(resource, ttl).await?;
+        Ok(AsyncLockGuard {
+            client: self.clone(),
+            lock: Some(lock),
+        })
+    }
+
+    /// Acquires `resource` and keeps it alive from the driver thread (SPEC
+    /// F2) until released or dropped.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// # let client = client.to_async()?;
+    /// # futures::executor::block_on(async {
+    /// let auto = client.lock_auto_extend("orders", Duration::from_secs(2)).await?;
+    /// assert!(!auto.is_lost());
+    /// auto.release().await?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// # })?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`lock`](AsyncClient::lock).
+    pub async fn lock_auto_extend(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<AsyncAutoLock, Error> {
+        let lock = self.lock(resource, ttl).await?;
+        Ok(self.auto_extend(lock, ttl))
+    }
+
+    /// Keeps `lock`, acquired earlier with `ttl`, alive from the driver
+    /// thread (SPEC F2).
+    pub fn auto_extend(&self, lock: Lock, ttl: Duration) -> AsyncAutoLock {
+        let watch = Arc::new(WatchShared::new(lock, ttl));
+        self.client.drive_watch(watch.clone());
+        AsyncAutoLock::new(self.clone(), watch)
+    }
+
+    /// Runs `body` while holding `resource`, kept alive by the driver, and
+    /// releases it when the body ends, on every path: its return, an error
+    /// it returns, a panic, or this future being dropped (then in the
+    /// background). `body` gets a [`WhenLost`] future that completes if the
+    /// lock is lost meanwhile, so that it can stop (`select!` on it).
+    ///
+    /// Returns the body's output; a release that fails is logged (the key
+    /// then expires with its ttl).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// # let client = client.to_async()?;
+    /// # futures::executor::block_on(async {
+    /// let rows = client
+    ///     .with_lock("nightly-report", Duration::from_secs(5), |lost| async move {
+    ///         // select! { _ = lost => ..., rows = work() => ... }
+    ///         drop(lost);
+    ///         42
+    ///     })
+    ///     .await?;
+    /// assert_eq!(rows, 42);
+    /// # Ok::<(), redlock_std::Error>(())
+    /// # })?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// When the lock is not acquired (as [`lock`](AsyncClient::lock));
+    /// the body does not run then.
+    pub async fn with_lock<T, F, Fut>(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        body: F,
+    ) -> Result<T, Error>
+    where
+        F: FnOnce(WhenLost) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        // Dropped on every exit: released in the background unless
+        // released below.
+        let auto = self.lock_auto_extend(resource, ttl).await?;
+        let out = body(auto.when_lost()).await;
+        if let Err(e) = auto.release().await {
+            log::warn!("redlock: with_lock's release failed: {e}");
+        }
+        Ok(out)
+    }
+}
+
+/// A lock released in the background when dropped (the async
+/// [`LockGuard`](crate::LockGuard)); [`release`](AsyncLockGuard::release)
+/// releases and tells what each server did.
+#[derive(Debug)]
+pub struct AsyncLockGuard {
+    client: AsyncClient,
+    lock: Option<Lock>,
+}
+
+impl AsyncLockGuard {
+    /// Releases now and returns what each server did.
+    ///
+    /// # Errors
+    /// As [`AsyncClient::unlock`].
+    pub async fn release(mut self) -> Result<Released, Error> {
+        match self.lock.take() {
+            Some(lock) => self.client.unlock(&lock).await,
+            None => Err(Error::AlreadyReleased),
+        }
+    }
+
+    /// Gives the lock back without releasing it.
+    pub fn into_lock(mut self) -> Option<Lock> {
+        self.lock.take()
+    }
+}
+
+impl Deref for AsyncLockGuard {
+    type Target = Lock;
+    fn deref(&self) -> &Lock {
+        // Only `release` and `into_lock` take it, and both consume the guard.
+        self.lock
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("a guard always holds its lock until consumed"))
+    }
+}
+
+impl Drop for AsyncLockGuard {
+    fn drop(&mut self) {
+        if let Some(lock) = self.lock.take() {
+            self.client.unlock_in_background(&lock);
+        }
+    }
+}

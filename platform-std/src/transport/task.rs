@@ -1,0 +1,305 @@
+//! Operations owned by tasks (the async API) rather than threads, and the
+//! driver thread's turns as the leader.
+//!
+//! A task must never block, so it never leads: it moves its operation into
+//! a slot, queues and writes its first requests on its own thread (no
+//! wake-up stands between a call and its requests on the wire), leaves a
+//! [`Waker`] in the slot and returns `Pending`. Whoever leads (a blocking
+//! caller of the same client, or else the client's driver thread) drives
+//! it with every other operation and wakes the task once, when it is done.
+//! The task's next poll takes the outcome and frees the slot.
+//!
+//! The driver thread leads while operations run that no waiting thread
+//! would lead for, and otherwise sleeps on its [`Kick`]: a task that
+//! submits with nobody leading kicks it, a leader polling is woken through
+//! the mio waker (once per poll, however many tasks submit), and a
+//! blocking leader whose own call ends with tasks' operations still running
+//! hands the role to the driver by kicking it.
+
+use alloc::sync::Arc;
+use alloc::task::Wake;
+use core::task::Poll as TaskPoll;
+
+use super::*;
+
+/// An operation submitted by a task: its slot and the serial it runs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ticket {
+    slot: u16,
+    serial: u64,
+}
+
+/// What became of an operation whose task went away.
+#[derive(Debug)]
+pub(crate) enum Abandoned<O> {
+    /// It was done already: its output, for the caller to clean up after
+    /// (an acquired lock to release).
+    Done(O),
+    /// It runs on, told to wind down; its slot now wakes the adopter's
+    /// waker, and the adopter polls the ticket to its end.
+    Adopted,
+    /// It had panicked: nothing is left of it.
+    Gone,
+}
+
+/// Wakes the driver thread when it sleeps waiting for work (a condition
+/// variable with a flag, so that a kick before the wait is not lost). As a
+/// [`Waker`] it is the waker of the operations the driver adopted.
+#[derive(Debug, Default)]
+pub(crate) struct Kick {
+    kicked: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Kick {
+    /// Wakes the driver if it waits (or makes its next wait return at once).
+    pub(crate) fn kick(&self) {
+        *relock(self.kicked.lock()) = true;
+        self.cv.notify_one();
+    }
+
+    /// Waits until kicked (taking the kick) or until `until`.
+    pub(crate) fn wait(&self, until: Option<StdInstant>) {
+        let mut kicked = relock(self.kicked.lock());
+        while !*kicked {
+            match until {
+                None => kicked = relock(self.cv.wait(kicked)),
+                Some(t) => {
+                    let now = StdInstant::now();
+                    if now >= t {
+                        break;
+                    }
+                    kicked = relock(self.cv.wait_timeout(kicked, t - now)).0;
+                }
+            }
+        }
+        *kicked = false;
+    }
+}
+
+impl Wake for Kick {
+    fn wake(self: Arc<Self>) {
+        self.kick();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.kick();
+    }
+}
+
+impl<J: Job> Transport<J> {
+    /// The driver thread's kick, also the waker of what it adopts.
+    pub(crate) fn kick(&self) -> &Arc<Kick> {
+        &self.kick
+    }
+
+    /// Wakes the driver thread for new work of its own (an operation to
+    /// start, a timer that changed): also out of a poll, if it leads.
+    pub(crate) fn kick_driver(&self) {
+        {
+            let mut st = self.lock();
+            if st.lead.driver && st.lead.polling && !st.lead.woken {
+                st.lead.woken = true;
+                if let Err(e) = self.waker.wake() {
+                    log::warn!("redlock: cannot wake the poll: {e}");
+                }
+            }
+        }
+        self.kick.kick();
+    }
+
+    /// Nothing runs and nobody leads.
+    pub(crate) fn idle(&self) -> bool {
+        let st = self.lock();
+        st.lead.active == 0 && !st.lead.leader
+    }
+
+    /// Starts `op` for a task: its first requests are queued and written
+    /// now, from this thread. `Err(op)` when every slot is taken: then
+    /// `waker` is woken when one is freed (queued once per `waiter`, the
+    /// caller's id, however often it asks).
+    pub(crate) fn submit(&self, op: J, waker: &Waker, waiter: u64) -> Result<Ticket, J> {
+        let mut st = self.lock();
+        let Some(slot) = st.free.pop() else {
+            match st.slot_tasks.iter_mut().find(|(id, _)| *id == waiter) {
+                Some((_, w)) => w.clone_from(waker),
+                None => st.slot_tasks.push_back((waiter, waker.clone())),
+            }
+            return Err(op);
+        };
+        if !st.slot_tasks.is_empty() {
+            st.slot_tasks.retain(|(id, _)| *id != waiter);
+        }
+        let slot = usize::from(slot);
+        st.serial += 1;
+        let serial = st.serial;
+        let s = &mut st.slots[slot];
+        s.serial = serial;
+        s.op = Some(op);
+        s.task = true;
+        s.waiting = true;
+        *relock(self.task_wakers[slot].lock()) = Some(waker.clone());
+        st.lead.active |= bit(slot);
+        st.pump(slot, self.now());
+        // Written now: the leader (or the driver) only has to read.
+        st.flush_all();
+        let mut kick = false;
+        if st.lead.polling {
+            // A poll in progress learns the new deadlines (and connects).
+            if !st.lead.woken {
+                st.lead.woken = true;
+                if let Err(e) = self.waker.wake() {
+                    log::warn!("redlock: cannot wake the poll: {e}");
+                }
+            }
+        } else if !st.lead.leader {
+            kick = !st.slots[slot].done;
+        }
+        st.check_leadership();
+        drop(st);
+        if kick {
+            self.kick.kick();
+        }
+        Ok(Ticket {
+            slot: slot as u16,
+            serial,
+        })
+    }
+
+    /// The outcome of `ticket`'s operation once it is done (its slot is
+    /// then freed, and the ticket is spent); until then `waker` is kept to
+    /// be woken when it is. A panic of the operation resumes here.
+    pub(crate) fn poll_ticket(&self, ticket: Ticket, waker: &Waker) -> TaskPoll<J::Output> {
+        let slot = usize::from(ticket.slot);
+        let mut st = self.lock();
+        let Some(s) = st.slots.get_mut(slot).filter(|s| s.serial == ticket.serial) else {
+            unreachable!("a ticket polled after its outcome was taken");
+        };
+        if !s.done {
+            let mut w = relock(self.task_wakers[slot].lock());
+            if !w.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                *w = Some(waker.clone());
+            }
+            return TaskPoll::Pending;
+        }
+        let (outcome, panic) = (s.outcome.take(), s.panic.take());
+        self.finish(st, slot, false);
+        match (outcome, panic) {
+            (_, Some(payload)) => resume_unwind(payload),
+            (Some(outcome), None) => TaskPoll::Ready(outcome),
+            (None, None) => unreachable!("an operation done without an outcome"),
+        }
+    }
+
+    /// The task that owns `ticket` went away. A done operation hands back
+    /// its output; a running one is told to wind down ([`Job::abandon`]),
+    /// and from now on its slot wakes `adopter`, which must poll the ticket
+    /// to its end (so that what it still sends, the releases of an
+    /// abandoned acquisition, goes out and its slot is freed).
+    pub(crate) fn abandon(&self, ticket: Ticket, adopter: &Waker) -> Abandoned<J::Output> {
+        let slot = usize::from(ticket.slot);
+        let mut st = self.lock();
+        let Some(s) = st.slots.get_mut(slot).filter(|s| s.serial == ticket.serial) else {
+            unreachable!("a ticket abandoned after its outcome was taken");
+        };
+        if s.done {
+            let (outcome, panic) = (s.outcome.take(), s.panic.take());
+            self.finish(st, slot, false);
+            return match (outcome, panic) {
+                (Some(outcome), None) => Abandoned::Done(outcome),
+                _ => Abandoned::Gone,
+            };
+        }
+        let now = self.now();
+        s.call(|op| op.abandon(now));
+        *relock(self.task_wakers[slot].lock()) = Some(adopter.clone());
+        st.pump(slot, now);
+        st.flush_all();
+        let kick = !st.lead.leader;
+        st.check_leadership();
+        drop(st);
+        if kick {
+            self.kick.kick();
+        }
+        Abandoned::Adopted
+    }
+
+    /// A task that waited for a slot went away: the next one in line tries
+    /// in its place if a slot is free (the wake-up it may have had is not
+    /// lost with it).
+    pub(crate) fn cancel_wait(&self, waiter: u64) {
+        let mut st = self.lock();
+        let before = st.slot_tasks.len();
+        st.slot_tasks.retain(|(id, _)| *id != waiter);
+        let next = if st.slot_tasks.len() < before && !st.free.is_empty() {
+            st.slot_tasks.front().map(|(_, w)| w.clone())
+        } else {
+            None
+        };
+        drop(st);
+        if let Some(w) = next {
+            w.wake();
+        }
+    }
+
+    /// One turn of the driver thread: it leads one round (polling at most
+    /// until `cap`) while operations run that no waiting thread leads for;
+    /// otherwise it hands the role back and sleeps until kicked or `cap`.
+    ///
+    /// With nothing running it also does what the last thread out of a
+    /// blocking call does: writes what is still queued (behind a connect or
+    /// a handshake, or on a socket that would have blocked) for a bounded
+    /// time.
+    pub(crate) fn drive(&self, cap: Option<StdInstant>) {
+        let mut st = self.lock();
+        let free_to_lead = !st.lead.leader || st.lead.driver;
+        let mut until = cap;
+        if st.lead.active != 0 {
+            st.lead.drain_since = None;
+        } else if free_to_lead {
+            let since = *st.lead.drain_since.get_or_insert_with(StdInstant::now);
+            let drain = match st.unwritten() {
+                Unwritten::Nothing => None,
+                Unwritten::Blocked => Some(since + st.config.connect_timeout),
+                Unwritten::Release => Some(since + st.config.delivery_grace),
+                Unwritten::Held => Some(since + HELD_GRACE),
+            };
+            match drain.filter(|&d| StdInstant::now() < d) {
+                Some(d) => until = Some(until.map_or(d, |c| c.min(d))),
+                None => until = None,
+            }
+        }
+        if free_to_lead && (st.lead.active != 0 || until.is_some()) {
+            st.lead.leader = true;
+            st.lead.driver = true;
+            let st = self.lead(st, None, until.or(cap));
+            if st.lead.active == 0 && st.unwritten() == Unwritten::Nothing {
+                self.step_down(st);
+            }
+            return;
+        }
+        if st.lead.driver {
+            self.step_down(st);
+        } else {
+            drop(st);
+        }
+        self.kick.wait(cap);
+    }
+
+    /// The driver gives up the role: what is queued is written, the owners
+    /// of what finished are woken, and a waiting owner takes over if
+    /// operations are left.
+    fn step_down(&self, mut st: MutexGuard<'_, State<J>>) {
+        st.lead.leader = false;
+        st.lead.driver = false;
+        st.flush_all();
+        let mut wake = core::mem::take(&mut st.lead.to_wake);
+        let kick = self.hand_off(&mut st, &mut wake);
+        st.check_leadership();
+        drop(st);
+        self.wake(wake);
+        if kick {
+            self.kick.kick();
+        }
+    }
+}

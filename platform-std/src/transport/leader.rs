@@ -203,8 +203,9 @@ impl<J: Job> Transport<J> {
         if st.lead.slot_waiters > 0 {
             self.slot_free.notify_one();
         }
-        // A task waiting for a slot tries again (it is queued once).
-        let next_task = st.slot_tasks.front().map(|(_, w)| w.clone());
+        // The first task waiting for a slot tries again (out of the queue:
+        // it queues again if another took the slot first).
+        let next_task = st.slot_tasks.pop_front().map(|(_, w)| w);
         if leading {
             st.lead.leader = false;
             st.lead.driver = false;

@@ -406,6 +406,8 @@ mod setup;
 mod slots;
 mod task;
 #[cfg(test)]
+mod task_tests;
+#[cfg(test)]
 mod tests;
 mod wire;
 

@@ -225,16 +225,17 @@ impl<J: Job> Transport<J> {
     }
 
     /// A task that waited for a slot went away: the next one in line tries
-    /// in its place if a slot is free (the wake-up it may have had is not
-    /// lost with it).
+    /// in its place if a slot is free (the wake-up it may have been given,
+    /// out of the queue, is not lost with it).
     pub(crate) fn cancel_wait(&self, waiter: u64) {
         let mut st = self.lock();
-        let before = st.slot_tasks.len();
-        st.slot_tasks.retain(|(id, _)| *id != waiter);
-        let next = if st.slot_tasks.len() < before && !st.free.is_empty() {
-            st.slot_tasks.front().map(|(_, w)| w.clone())
-        } else {
+        if !st.slot_tasks.is_empty() {
+            st.slot_tasks.retain(|(id, _)| *id != waiter);
+        }
+        let next = if st.free.is_empty() {
             None
+        } else {
+            st.slot_tasks.pop_front().map(|(_, w)| w)
         };
         drop(st);
         if let Some(w) = next {
@@ -252,6 +253,16 @@ impl<J: Job> Transport<J> {
     /// time.
     pub(crate) fn drive(&self, cap: Option<StdInstant>) {
         let mut st = self.lock();
+        if st.lead.driver
+            && !bits(st.lead.active).any(|i| st.slots[i].task)
+            && bits(st.lead.active).any(|i| st.slots[i].waiting && !st.slots[i].done)
+        {
+            // Only blocking calls run: one of their threads leads (as it
+            // would alone, without a wake-up per call), not the driver.
+            self.step_down(st);
+            self.kick.wait(cap);
+            return;
+        }
         let free_to_lead = !st.lead.leader || st.lead.driver;
         let mut until = cap;
         if st.lead.active != 0 {

@@ -20,25 +20,25 @@ const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
 /// PINGs nor a deadline it is decided at once. The outcome is 7 unless
 /// a connection failed.
 #[derive(Debug, Default)]
-struct TestOp {
-    pings: u8,
-    fire_and_forget: bool,
+pub(super) struct TestOp {
+    pub(super) pings: u8,
+    pub(super) fire_and_forget: bool,
     /// Its first reply takes this long to handle.
-    slow_first_reply: Option<StdDuration>,
-    until: Option<Instant>,
-    panics: bool,
+    pub(super) slow_first_reply: Option<StdDuration>,
+    pub(super) until: Option<Instant>,
+    pub(super) panics: bool,
     /// Set: `is_finished` says false once, then panics.
-    finish_calls: Option<Cell<u8>>,
-    sent: u8,
-    replies: u8,
-    errored: bool,
-    timed_out: bool,
-    taken: bool,
+    pub(super) finish_calls: Option<Cell<u8>>,
+    pub(super) sent: u8,
+    pub(super) replies: u8,
+    pub(super) errored: bool,
+    pub(super) timed_out: bool,
+    pub(super) taken: bool,
 }
 
 impl TestOp {
     /// One PING, awaited until `ms` after now.
-    fn ping(t: &Transport<TestOp>, ms: u64) -> TestOp {
+    pub(super) fn ping(t: &Transport<TestOp>, ms: u64) -> TestOp {
         TestOp {
             pings: 1,
             ..TestOp::after(t, ms, false)
@@ -46,7 +46,7 @@ impl TestOp {
     }
 
     /// Decided at `ms` after now (or panics then).
-    fn after(t: &Transport<TestOp>, ms: u64, panics: bool) -> TestOp {
+    pub(super) fn after(t: &Transport<TestOp>, ms: u64, panics: bool) -> TestOp {
         TestOp {
             until: Some(
                 t.now()
@@ -131,7 +131,7 @@ impl Operation for TestOp {
 
 impl Job for TestOp {}
 
-fn config() -> ConnConfig {
+pub(super) fn config() -> ConnConfig {
     ConnConfig {
         connect_timeout: StdDuration::from_secs(1),
         backoff_min: StdDuration::from_millis(10),
@@ -144,18 +144,18 @@ fn config() -> ConnConfig {
 
 /// A transport over one listening socket (nobody accepts unless the
 /// test does).
-fn transport() -> (Arc<Transport<TestOp>>, TcpListener) {
+pub(super) fn transport() -> (Arc<Transport<TestOp>>, TcpListener) {
     transport_with(config())
 }
 
-fn transport_with(config: ConnConfig) -> (Arc<Transport<TestOp>>, TcpListener) {
+pub(super) fn transport_with(config: ConnConfig) -> (Arc<Transport<TestOp>>, TcpListener) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url: ServerUrl = listener.local_addr().unwrap().to_string().parse().unwrap();
     (Arc::new(Transport::new(&[url], config).unwrap()), listener)
 }
 
 /// Runs `op` on its own thread: its outcome, or `None` if it panicked.
-fn spawn_run(t: &Arc<Transport<TestOp>>, op: TestOp) -> mpsc::Receiver<Option<u8>> {
+pub(super) fn spawn_run(t: &Arc<Transport<TestOp>>, op: TestOp) -> mpsc::Receiver<Option<u8>> {
     let (tx, rx) = mpsc::channel();
     let t = t.clone();
     std::thread::spawn(move || {
@@ -165,7 +165,7 @@ fn spawn_run(t: &Arc<Transport<TestOp>>, op: TestOp) -> mpsc::Receiver<Option<u8
     rx
 }
 
-fn wait_until_led(t: &Transport<TestOp>) {
+pub(super) fn wait_until_led(t: &Transport<TestOp>) {
     let give_up = StdInstant::now() + StdDuration::from_secs(10);
     while !t.lock().lead.leader {
         assert!(StdInstant::now() < give_up, "nobody led");
@@ -173,14 +173,14 @@ fn wait_until_led(t: &Transport<TestOp>) {
     }
 }
 
-fn assert_idle(t: &Transport<TestOp>) {
+pub(super) fn assert_idle(t: &Transport<TestOp>) {
     let st = t.lock();
     assert_eq!(st.free.len(), MAX_SLOTS);
     assert_eq!(st.lead.active, 0);
     assert!(!st.lead.leader);
 }
 
-const WITHIN: StdDuration = StdDuration::from_secs(10);
+pub(super) const WITHIN: StdDuration = StdDuration::from_secs(10);
 
 #[test]
 fn a_panicking_operation_leaves_the_transport_usable() {
@@ -444,7 +444,7 @@ const INFO: &[u8] = b"$37\r\nrun_id:fake\r\nuptime_in_seconds:9999\r\n\r\n";
 
 /// What a good server answers to the handshake: every `SCRIPT LOAD`
 /// and `INFO`.
-fn handshake_ok() -> Vec<u8> {
+pub(super) fn handshake_ok() -> Vec<u8> {
     [
         SCRIPT_LOADED.repeat(handshake::SCRIPTS.len()),
         INFO.to_vec(),
@@ -454,7 +454,7 @@ fn handshake_ok() -> Vec<u8> {
 
 /// A good server's answer to `command` (encoded): the digest to
 /// `SCRIPT LOAD`, the server section to `INFO`, +OK to anything else.
-fn fake_answer(command: &[u8]) -> &'static [u8] {
+pub(super) fn fake_answer(command: &[u8]) -> &'static [u8] {
     let has = |word: &[u8]| command.windows(word.len()).any(|w| w == word);
     if has(b"SCRIPT") {
         SCRIPT_LOADED
@@ -467,7 +467,7 @@ fn fake_answer(command: &[u8]) -> &'static [u8] {
 
 /// A server that answers every command as a good server would (+OK to
 /// anything but the handshake), on any connection.
-fn serve_ok(listener: TcpListener) {
+pub(super) fn serve_ok(listener: TcpListener) {
     std::thread::spawn(move || {
         for s in listener.incoming() {
             let Ok(mut s) = s else { return };

@@ -630,3 +630,57 @@ fn verbose_shows_the_library_log_without_passwords() {
     assert_eq!(code(&out), 69, "{}", stderr(&out));
     no_secret("wrong password", &out);
 }
+
+/// `bench --async`: N tasks on one thread (the async API) instead of N
+/// threads, with the same JSON fields, and cycles that succeed.
+#[test]
+fn bench_async_runs_tasks_with_the_same_json() {
+    let (_servers, list) = servers(3);
+    let bench = |extra: &[&str], duration: &str| {
+        let mut args = vec![
+            "bench",
+            "--servers",
+            &list,
+            "--clients",
+            "4",
+            "--duration",
+            duration,
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = run(redlock().args(&args));
+        assert_eq!(code(&out), 0, "{args:?}: {}", stderr(&out));
+        let json = stdout(&out);
+        assert_eq!(json.trim().lines().count(), 1, "{json}");
+        json
+    };
+    // `"name": ` in order, nested ones included.
+    let keys = |json: &str| -> Vec<String> {
+        json.split('"')
+            .collect::<Vec<_>>()
+            .windows(3)
+            .filter(|w| w[2].starts_with(": "))
+            .map(|w| w[1].to_string())
+            .collect()
+    };
+    let tasks = bench(&["--async"], "1s");
+    let threads = bench(&[], "300ms");
+    assert_eq!(keys(&tasks), keys(&threads), "{tasks}\n{threads}");
+    assert!(keys(&tasks).contains(&"p999".to_string()), "{tasks}");
+    for key in [
+        "\"servers\": 3",
+        "\"clients\": 4",
+        "\"resources\": \"distinct\"",
+        "\"conflicts\": 0",
+        "\"errors\": 0",
+    ] {
+        assert!(tasks.contains(key), "{key} missing in {tasks}");
+    }
+    let cycles: u64 = tasks
+        .split("\"cycles\": ")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no cycles in {tasks}"));
+    assert!(cycles > 0, "{tasks}");
+}

@@ -1,29 +1,43 @@
-//! `redlock bench`: lock + unlock cycles from N threads sharing one client,
-//! with latency percentiles and throughput.
+//! `redlock bench`: lock + unlock cycles from N threads sharing one client
+//! (or, with `--async`, N tasks on one thread sharing its async API), with
+//! latency percentiles and throughput.
 
+use alloc::sync::Arc;
+use alloc::task::Wake;
+use core::cell::RefCell;
+use core::future::Future;
+use core::pin::Pin;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 use std::io::{IsTerminal, Write};
+use std::sync::{Mutex, PoisonError};
+use std::thread::Thread;
 use std::time::Instant;
 
-use redlock_std::{Client, Error};
+use redlock_std::{AsyncClient, Client, Error};
 
 use crate::args::{
     ClientOptions, ONE_ATTEMPT_OPTIONS, Spec, acquire_options_help, server_options_help, usage,
 };
-use crate::{EX_UNAVAILABLE, Failure, client, json, parse, servers};
+use crate::{EX_SOFTWARE, EX_UNAVAILABLE, Failure, client, json, parse, servers};
+
+extern crate alloc;
 
 fn help() -> String {
     format!(
         "\
-redlock bench [SERVER OPTIONS] [--restart-guard D] [--clients N] [--duration D] [--resources same|distinct] [--ttl D] [--json]
+redlock bench [SERVER OPTIONS] [--restart-guard D] [--clients N] [--async] [--duration D] [--resources same|distinct] [--ttl D] [--json]
 
 Runs lock + unlock cycles (one attempt each, no retries) from N threads that
 share one client (their requests are pipelined on one connection per
 server), then prints acquire and release latency percentiles and cycles per
 second. With a terminal, a progress line is shown while it runs.
 
-  --clients N       threads (default 1)
+  --clients N       threads (default 1); with --async, tasks
+  --async           N tasks on one thread using the async API (its futures
+                    are woken by the client's driver thread) instead of N
+                    threads using the blocking API; same output
   --duration D      how long to run (default 5s)
   --resources R     distinct: one resource per thread (default); same: all
                     threads contend for one resource (conflicts are counted)
@@ -54,7 +68,7 @@ pub(crate) fn bench(raw: &[String]) -> Result<u8, Failure> {
     let spec = Spec {
         client: ONE_ATTEMPT_OPTIONS,
         with_value: &["clients", "duration", "resources", "ttl"],
-        flags: &["json"],
+        flags: &["json", "async"],
         short: &[],
         command_after: None,
     };
@@ -90,6 +104,7 @@ pub(crate) fn bench(raw: &[String]) -> Result<u8, Failure> {
         }
     };
     let json_out = args.flag("json");
+    let tasks = args.flag("async");
     let options = ClientOptions::from_args(&args)?;
     options.check_against_ttl(ttl)?;
     let client = client(&servers, &options, ttl, false)?;
@@ -98,40 +113,45 @@ pub(crate) fn bench(raw: &[String]) -> Result<u8, Failure> {
     let stop = AtomicBool::new(false);
     let done = AtomicU64::new(0);
     let prefix = format!("redlock-bench:{}:", std::process::id());
-    let started = Instant::now();
-    let samples: Vec<Samples> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..clients)
-            .map(|t| {
-                let (client, stop, done) = (&client, &stop, &done);
-                let resource = if same {
-                    format!("{prefix}same")
-                } else {
-                    format!("{prefix}{t}")
-                };
-                scope.spawn(move || worker(client, resource.as_bytes(), ttl, stop, done))
-            })
-            .collect();
-        let end = started + duration;
-        let mut last_shown = Instant::now();
-        while Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(20).min(end - Instant::now().min(end)));
-            if progress && last_shown.elapsed() >= Duration::from_millis(250) {
-                last_shown = Instant::now();
-                let secs = started.elapsed().as_secs_f64();
-                let n = done.load(Ordering::Relaxed);
-                eprint!(
-                    "\r  {secs:5.1}s  {n:>9} cycles  {:>9.0}/s ",
-                    n as f64 / secs.max(1e-9)
-                );
-                let _ = std::io::stderr().flush();
-            }
+    let resource = |t: usize| {
+        if same {
+            format!("{prefix}same").into_bytes()
+        } else {
+            format!("{prefix}{t}").into_bytes()
         }
-        stop.store(true, Ordering::SeqCst);
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_default())
-            .collect()
-    });
+    };
+    let started = Instant::now();
+    let samples: Vec<Samples> = if tasks {
+        let client = client.to_async().map_err(|e| {
+            Failure::new(EX_SOFTWARE, format!("cannot start the async client: {e}"))
+        })?;
+        let timers = Timers::default();
+        std::thread::scope(|scope| {
+            scope.spawn(|| clock(started, duration, progress, &stop, &done));
+            let futures: Vec<Pin<Box<dyn Future<Output = Samples> + '_>>> = (0..clients)
+                .map(|t| {
+                    let f = task(&client, resource(t), ttl, &stop, &done, &timers);
+                    Box::pin(f) as Pin<Box<dyn Future<Output = Samples> + '_>>
+                })
+                .collect();
+            run_tasks(futures, &timers)
+        })
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..clients)
+                .map(|t| {
+                    let (client, stop, done) = (&client, &stop, &done);
+                    let resource = resource(t);
+                    scope.spawn(move || worker(client, &resource, ttl, stop, done))
+                })
+                .collect();
+            clock(started, duration, progress, &stop, &done);
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_default())
+                .collect()
+        })
+    };
     let elapsed = started.elapsed().as_secs_f64();
     if progress {
         eprint!("\r{:60}\r", "");
@@ -167,8 +187,9 @@ pub(crate) fn bench(raw: &[String]) -> Result<u8, Failure> {
         say!("{}", o.finish());
     } else {
         say!(
-            "{} servers, {clients} client thread{} sharing one client, {} resources, {elapsed:.1} s",
+            "{} servers, {clients} {}{} sharing one client, {} resources, {elapsed:.1} s",
             servers.len(),
+            if tasks { "async task" } else { "client thread" },
             if clients == 1 { "" } else { "s" },
             if same { "one contended" } else { "distinct" },
         );
@@ -206,6 +227,34 @@ pub(crate) fn bench(raw: &[String]) -> Result<u8, Failure> {
     Ok(0)
 }
 
+/// Shows progress (with a terminal) until `duration` has passed since
+/// `started`, then tells the workers to stop.
+fn clock(
+    started: Instant,
+    duration: Duration,
+    progress: bool,
+    stop: &AtomicBool,
+    done: &AtomicU64,
+) {
+    let end = started + duration;
+    let mut last_shown = Instant::now();
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20).min(end - Instant::now().min(end)));
+        if progress && last_shown.elapsed() >= Duration::from_millis(250) {
+            last_shown = Instant::now();
+            let secs = started.elapsed().as_secs_f64();
+            let n = done.load(Ordering::Relaxed);
+            eprint!(
+                "\r  {secs:5.1}s  {n:>9} cycles  {:>9.0}/s ",
+                n as f64 / secs.max(1e-9)
+            );
+            let _ = std::io::stderr().flush();
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+}
+
+/// One thread's cycles (the blocking API).
 fn worker(
     client: &Client,
     resource: &[u8],
@@ -243,6 +292,189 @@ fn worker(
         }
     }
     s
+}
+
+/// One task's cycles (`--async`): as [`worker`], awaiting the async API.
+async fn task(
+    client: &AsyncClient,
+    resource: Vec<u8>,
+    ttl: Duration,
+    stop: &AtomicBool,
+    done: &AtomicU64,
+    timers: &Timers,
+) -> Samples {
+    let mut s = Samples {
+        acquire_ns: Vec::with_capacity(1 << 12),
+        release_ns: Vec::with_capacity(1 << 12),
+        ..Samples::default()
+    };
+    while !stop.load(Ordering::Relaxed) {
+        let t0 = Instant::now();
+        match client.try_lock(&resource, ttl).await {
+            Ok(lock) => {
+                let t1 = Instant::now();
+                let released = client.unlock(&lock).await;
+                let t2 = Instant::now();
+                s.acquire_ns.push(nanos(t1 - t0));
+                if released.is_ok() {
+                    s.release_ns.push(nanos(t2 - t1));
+                    done.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    s.errors += 1;
+                }
+            }
+            Err(Error::Conflict(_)) => s.conflicts += 1,
+            Err(e) => {
+                s.errors += 1;
+                s.last_error = Some(e.to_string());
+                // Do not spin on servers that are down (without blocking
+                // the other tasks).
+                Pause::new(timers, Duration::from_millis(10)).await;
+            }
+        }
+    }
+    s
+}
+
+// A minimal executor for `--async`: the tasks run on the calling thread,
+// which sleeps (`thread::park`) while none is ready; a task's waker queues
+// it and unparks the thread (the client's driver thread calls it). The
+// command depends on no async runtime.
+
+/// Tasks to poll, by index, and the thread that polls them.
+struct Ready {
+    queue: Mutex<Vec<usize>>,
+    thread: Thread,
+}
+
+/// The waker of one task.
+struct TaskWaker {
+    index: usize,
+    /// In the queue already: a second wake-up before its poll adds nothing.
+    queued: AtomicBool,
+    ready: Arc<Ready>,
+}
+
+impl Wake for TaskWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.queued.swap(true, Ordering::AcqRel) {
+            self.ready
+                .queue
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(self.index);
+            self.ready.thread.unpark();
+        }
+    }
+}
+
+/// The tasks' timers: when to wake which task.
+type Timers = RefCell<Vec<(Instant, Waker)>>;
+
+/// A pause of a task (ready once `until` has passed), kept by [`run_tasks`].
+struct Pause<'a> {
+    until: Instant,
+    timers: &'a Timers,
+}
+
+impl<'a> Pause<'a> {
+    fn new(timers: &'a Timers, d: Duration) -> Pause<'a> {
+        Pause {
+            until: Instant::now() + d,
+            timers,
+        }
+    }
+}
+
+impl Future for Pause<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if Instant::now() >= self.until {
+            return Poll::Ready(());
+        }
+        self.timers
+            .borrow_mut()
+            .push((self.until, cx.waker().clone()));
+        Poll::Pending
+    }
+}
+
+/// Runs `futures` on this thread until every one is done; their outputs,
+/// in order.
+fn run_tasks<'a, T>(
+    futures: Vec<Pin<Box<dyn Future<Output = T> + 'a>>>,
+    timers: &Timers,
+) -> Vec<T> {
+    let n = futures.len();
+    let ready = Arc::new(Ready {
+        queue: Mutex::new((0..n).collect()),
+        thread: std::thread::current(),
+    });
+    let task_wakers: Vec<Arc<TaskWaker>> = (0..n)
+        .map(|index| {
+            Arc::new(TaskWaker {
+                index,
+                queued: AtomicBool::new(true),
+                ready: ready.clone(),
+            })
+        })
+        .collect();
+    let wakers: Vec<Waker> = task_wakers.iter().cloned().map(Waker::from).collect();
+    let mut futures: Vec<Option<Pin<Box<dyn Future<Output = T> + 'a>>>> =
+        futures.into_iter().map(Some).collect();
+    let mut outputs: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    let mut left = n;
+    let mut batch: Vec<usize> = Vec::new();
+    while left > 0 {
+        core::mem::swap(
+            &mut batch,
+            &mut *ready.queue.lock().unwrap_or_else(PoisonError::into_inner),
+        );
+        if batch.is_empty() {
+            // Nothing ready: wake the tasks whose pause is over, or sleep
+            // until a waker (or the next pause's end) unparks this thread.
+            let now = Instant::now();
+            let mut timers = timers.borrow_mut();
+            let mut next: Option<Instant> = None;
+            let mut woke = false;
+            timers.retain(|(at, waker)| {
+                if *at <= now {
+                    waker.wake_by_ref();
+                    woke = true;
+                    false
+                } else {
+                    next = Some(next.map_or(*at, |n| n.min(*at)));
+                    true
+                }
+            });
+            drop(timers);
+            match next {
+                _ if woke => {}
+                Some(at) => std::thread::park_timeout(at.saturating_duration_since(now)),
+                None => std::thread::park(),
+            }
+            continue;
+        }
+        // In the order they were woken.
+        for i in batch.drain(..) {
+            // Cleared before the poll: a wake-up during it polls it again.
+            task_wakers[i].queued.store(false, Ordering::Release);
+            let Some(future) = futures[i].as_mut() else {
+                continue;
+            };
+            if let Poll::Ready(out) = future.as_mut().poll(&mut Context::from_waker(&wakers[i])) {
+                outputs[i] = Some(out);
+                futures[i] = None;
+                left -= 1;
+            }
+        }
+    }
+    outputs.into_iter().flatten().collect()
 }
 
 fn nanos(d: Duration) -> u64 {

@@ -90,7 +90,7 @@ Usage:
   redlock unlock [SERVER OPTIONS] [-E N] RESOURCE TOKEN
   redlock inspect [SERVER OPTIONS] [--json] RESOURCE
   redlock fence-repair [SERVER OPTIONS] --at-least N RESOURCE
-  redlock bench [SERVER OPTIONS] [--restart-guard D] [--clients N] [--duration D] [--resources same|distinct] [--ttl D] [--json]
+  redlock bench [SERVER OPTIONS] [--restart-guard D] [--clients N] [--async] [--duration D] [--resources same|distinct] [--ttl D] [--json]
   redlock demo [SERVER OPTIONS] [--restart-guard D] [--duration D] [--workers N]
 Every subcommand also takes -h/--help and -v/--verbose (also before the
 subcommand: redlock -vv lock ...).

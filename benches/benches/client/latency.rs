@@ -60,25 +60,42 @@ impl Latency for Ours {
     }
 }
 
+/// How the async API's single task is run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Executor {
+    /// `block_on` on a tokio current-thread runtime, as for rslock: while
+    /// the task waits, the thread sleeps in the runtime's `epoll_wait`, and
+    /// a wake-up from another thread goes through its `eventfd`.
+    Tokio,
+    /// `futures::executor::block_on`: the thread sleeps in `thread::park`
+    /// (a futex).
+    Futures,
+}
+
 /// `redlock_std::AsyncClient` (its own client, not the blocking row's):
-/// `try_lock` + `unlock` awaited in one task, `block_on` on a tokio
-/// current-thread runtime, as for rslock.
+/// `try_lock` + `unlock` awaited in one task.
 pub(crate) struct OursAsync {
     pub(crate) rt: tokio::runtime::Runtime,
     pub(crate) client: redlock_std::AsyncClient,
+    pub(crate) executor: Executor,
 }
 
-/// The name of the async API's latency row.
+/// The name of the async API's latency row (tokio, the headline).
 pub(crate) const OURS_ASYNC: &str = "ours async (1 task, tokio current-thread)";
+/// The same on `futures::executor::block_on`.
+pub(crate) const OURS_ASYNC_FUTURES: &str = "ours async (1 task, futures block_on)";
 
 impl Latency for OursAsync {
     fn name(&self) -> &'static str {
-        OURS_ASYNC
+        match self.executor {
+            Executor::Tokio => OURS_ASYNC,
+            Executor::Futures => OURS_ASYNC_FUTURES,
+        }
     }
 
     fn cycles(&mut self, resource: &[u8], n: usize, out: &mut Samples) {
         let client = &self.client;
-        self.rt.block_on(async {
+        let cycles = async {
             for _ in 0..n {
                 let t0 = Instant::now();
                 let lock = client.try_lock(resource, TTL).await;
@@ -95,7 +112,11 @@ impl Latency for OursAsync {
                     Err(_) => out.failures += 1,
                 }
             }
-        });
+        };
+        match self.executor {
+            Executor::Tokio => self.rt.block_on(cycles),
+            Executor::Futures => futures::executor::block_on(cycles),
+        }
     }
 }
 

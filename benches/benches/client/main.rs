@@ -33,7 +33,9 @@ use redlock_tests::RedisServer;
 
 use crate::cost::{Cost, thread_switches};
 use crate::floor::Floor;
-use crate::latency::{Latency, LatencyRow, Ours, OursAsync, Redlock, Rslock, Samples, summarize};
+use crate::latency::{
+    Executor, Latency, LatencyRow, Ours, OursAsync, Redlock, Rslock, Samples, summarize,
+};
 use crate::report::Report;
 use crate::throughput::{
     AsyncCycle, Tp, TpRow, current_thread, multi_thread, ours_cycle, redlock_cycle, tp_tasks,
@@ -159,6 +161,12 @@ fn main() {
         Box::new(OursAsync {
             rt: current_thread(),
             client: ours_async.clone(),
+            executor: Executor::Tokio,
+        }),
+        Box::new(OursAsync {
+            rt: current_thread(),
+            client: ours_async.clone(),
+            executor: Executor::Futures,
         }),
         Box::new(Rslock {
             rt: current_thread(),

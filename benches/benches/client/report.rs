@@ -1,6 +1,6 @@
 //! The markdown tables and ratios printed at the end of a run.
 
-use crate::latency::{LatencyRow, OURS_ASYNC};
+use crate::latency::{LatencyRow, OURS_ASYNC, OURS_ASYNC_FUTURES};
 use crate::throughput::{TpRow, median};
 use crate::{
     ROUNDS, SERVERS, THREADS, TP_OURS, TP_OURS_ASYNC_CT, TP_OURS_ASYNC_MT, TP_RSLOCK, TP_RSLOCK_MT,
@@ -214,6 +214,15 @@ impl Report<'_> {
                     } else {
                         String::new()
                     }
+                );
+            }
+            if let Some(fu) = self.row(OURS_ASYNC_FUTURES) {
+                println!(
+                    "- 1 task on futures::executor::block_on, acquire p50: {} µs; / blocking \
+                     {:.2}×, / floor {:.2}×",
+                    us(fu.acquire[0]),
+                    fu.acquire[0] as f64 / b.acquire[0] as f64,
+                    fu.acquire[0] as f64 / f.acquire[0] as f64
                 );
             }
             println!(

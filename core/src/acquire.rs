@@ -158,7 +158,8 @@ impl<R: AsRef<[u8]>> Acquire<R> {
     /// mid-flight): no further attempt starts, and an attempt still voting
     /// ends as a failed one (released on every server, A5, and awaited
     /// where our key may be) even if a majority votes for it. The outcome,
-    /// if not out yet, is [`FailureKind::Abandoned`]. If the outcome is out
+    /// if not out yet, is [`FailureKind::Abandoned`], or the failure the
+    /// attempt comes to anyway (a conflict, say). If the outcome is out
     /// already (a lock), this changes nothing: the caller that abandons it
     /// must release that lock itself.
     pub fn abandon(&mut self, now: Instant) {

@@ -107,6 +107,10 @@ impl Operation for Call {
 }
 
 impl Job for Call {
+    fn urgent(&self) -> bool {
+        matches!(self, Call::Release(_) | Call::Extend(_))
+    }
+
     fn abandon(&mut self, now: Instant) {
         // Only an acquisition has something to give up (further attempts,
         // and votes that still arrive); the others run to their end.

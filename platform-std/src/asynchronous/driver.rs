@@ -139,6 +139,8 @@ impl Shared {
 struct Watched {
     shared: Arc<WatchShared>,
     phase: Phase,
+    /// Its extension waits for a free slot.
+    needs_slot: bool,
     /// Without an extension by then, the lock is lost.
     give_up_at: StdInstant,
 }
@@ -155,11 +157,16 @@ enum Phase {
 
 /// The driver thread's loop.
 fn run(shared: &Arc<Shared>) {
+    // Should the driver itself ever unwind (a bug), the client is not left
+    // with a leader that never polls, nor with a driver said to run.
+    let _exit = ExitGuard(shared);
     let transport = &shared.transport;
     let waker = Waker::from(transport.kick().clone());
     let mut calls: Vec<Call> = Vec::new();
     let mut adopted: Vec<Adopted> = Vec::new();
     let mut watched: Vec<Watched> = Vec::new();
+    // The driver is in line for a slot (for a call or an extension).
+    let mut queued = false;
     loop {
         {
             let mut inbox = shared.driver.inbox();
@@ -170,6 +177,7 @@ fn run(shared: &Arc<Shared>) {
                 watched.push(Watched {
                     shared: w,
                     phase: Phase::Wait(extend_at),
+                    needs_slot: false,
                     give_up_at,
                 });
             }
@@ -183,8 +191,12 @@ fn run(shared: &Arc<Shared>) {
                 return;
             }
         }
-        // Name lookups block: here, not in a task.
-        transport.resolve_wanted_names();
+        // Name lookups block: on a thread of their own, never here (the
+        // driver may lead) nor in a task.
+        if transport.lookups_wanted() {
+            look_up_names(shared);
+        }
+        let mut wants_slot = false;
         // What nobody waits for starts as soon as a slot is free.
         while let Some(call) = calls.pop() {
             match transport.submit(call, &waker, DRIVER_WAITER) {
@@ -195,6 +207,7 @@ fn run(shared: &Arc<Shared>) {
                 Err(call) => {
                     // Kicked when a slot frees.
                     calls.push(call);
+                    wants_slot = true;
                     break;
                 }
             }
@@ -202,11 +215,12 @@ fn run(shared: &Arc<Shared>) {
         let mut i = 0;
         while i < adopted.len() {
             let ticket = adopted[i].ticket;
-            match transport.poll_ticket(ticket, &waker) {
+            match poll_quietly(shared, ticket, &waker) {
                 Poll::Pending => i += 1,
                 Poll::Ready(answer) => {
                     let done = adopted.swap_remove(i);
-                    if let Some(release) = shared.clean_up(answer, done.resource) {
+                    let release = answer.and_then(|a| shared.clean_up(a, done.resource));
+                    if let Some(release) = release {
                         calls.push(release);
                     }
                 }
@@ -217,23 +231,77 @@ fn run(shared: &Arc<Shared>) {
         watched.retain_mut(|w| {
             let keep = tend(shared, w, &waker, now, &mut adopted);
             if keep {
+                wants_slot |= w.needs_slot;
+                // While extending too: a backstop for the loss (the
+                // extension's outcome wakes the driver before it).
                 let at = match w.phase {
-                    Phase::Wait(at) => Some(at.min(w.give_up_at)),
-                    Phase::Extending(_) => None,
-                    Phase::Limit => Some(w.give_up_at),
+                    Phase::Wait(at) => at.min(w.give_up_at),
+                    Phase::Extending(_) | Phase::Limit => w.give_up_at,
                 };
-                next = match (next, at) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
+                next = Some(next.map_or(at, |n| n.min(at)));
             }
             keep
         });
-        if !calls.is_empty() && next.is_none() {
-            // Waiting for a slot: a freed one kicks; this bounds a missed one.
-            next = Some(now + Duration::from_millis(10));
+        if wants_slot {
+            // In line for a slot: a freed one kicks; this bounds a missed one.
+            let bound = now + SLOT_RETRY;
+            next = Some(next.map_or(bound, |n| n.min(bound)));
+        } else if queued {
+            // No longer in line: the place goes to the next task.
+            transport.cancel_wait(DRIVER_WAITER);
         }
+        queued = wants_slot;
         transport.drive(next);
+    }
+}
+
+/// How soon the driver tries again for a slot when all are taken (a freed
+/// slot wakes it before that).
+const SLOT_RETRY: Duration = Duration::from_millis(10);
+
+/// Ends the driver's part if its thread unwinds.
+struct ExitGuard<'a>(&'a Arc<Shared>);
+
+impl Drop for ExitGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            log::error!("redlock: the driver thread failed; the next async call starts another");
+            self.0.transport.driver_gone();
+            self.0.driver.inbox().running = false;
+        }
+    }
+}
+
+/// Looks up host names on a short-lived thread (a lookup may block for
+/// seconds; the driver must go on leading meanwhile).
+fn look_up_names(shared: &Arc<Shared>) {
+    let for_lookup = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name("redlock-lookup".into())
+        .spawn(move || {
+            for_lookup.transport.resolve_wanted_names();
+            for_lookup.transport.kick_driver();
+        });
+    if let Err(e) = spawned {
+        // The next blocking call looks them up, or the next turn here.
+        log::warn!("redlock: cannot start a name lookup: {e}");
+    }
+}
+
+/// [`Transport::poll_ticket`] for the driver: an operation that panicked
+/// (the core's do not) is done with no output, instead of unwinding the
+/// driver.
+fn poll_quietly(shared: &Shared, ticket: Ticket, waker: &Waker) -> Poll<Option<Answer>> {
+    let polled = std::panic::catch_unwind(core::panic::AssertUnwindSafe(|| {
+        shared.transport.poll_ticket(ticket, waker)
+    }));
+    match polled {
+        Ok(Poll::Ready(answer)) => Poll::Ready(Some(answer)),
+        Ok(Poll::Pending) => Poll::Pending,
+        Err(_) => {
+            log::error!("redlock: an operation run in the background panicked");
+            Poll::Ready(None)
+        }
     }
 }
 
@@ -269,13 +337,17 @@ fn tend(
         }
         return false;
     }
+    w.needs_slot = false;
     match w.phase {
         Phase::Extending(ticket) => {
-            let Poll::Ready(answer) = transport.poll_ticket(ticket, waker) else {
-                return true;
+            let answer = match poll_quietly(shared, ticket, waker) {
+                Poll::Pending => return true,
+                Poll::Ready(answer) => answer,
             };
-            let Answer::Extended(outcome) = answer else {
-                unreachable!("an extension answered {answer:?}")
+            let outcome = match answer {
+                Some(Answer::Extended(outcome)) => outcome.map_err(|e| e.kind),
+                // It panicked (not the core's): as a failed round.
+                _ => Err(redlock_core::FailureKind::Unavailable),
             };
             match outcome {
                 Ok(extended) => {
@@ -285,7 +357,7 @@ fn tend(
                     w.give_up_at = give_up_at;
                     true
                 }
-                Err(e) if e.kind == redlock_core::FailureKind::Lost => {
+                Err(redlock_core::FailureKind::Lost) => {
                     w.shared.lose(Lost::NotHeld);
                     false
                 }
@@ -317,9 +389,14 @@ fn tend(
             let lock: Lock = w.shared.lock();
             match shared.extend_op(&lock, w.shared.ttl) {
                 Ok(op) => match transport.submit(Call::Extend(op), waker, DRIVER_WAITER) {
-                    Ok(ticket) => w.phase = Phase::Extending(ticket),
+                    Ok(ticket) => {
+                        w.phase = Phase::Extending(ticket);
+                        // It may be over already (every server down at
+                        // once): judged now, not at some later wake-up.
+                        return tend(shared, w, waker, now, adopted);
+                    }
                     // No slot free: kicked when one is.
-                    Err(_) => w.phase = Phase::Wait(now + Duration::from_millis(1)),
+                    Err(_) => w.needs_slot = true,
                 },
                 Err(Error::Argument(redlock_core::ArgumentError::ExtensionLimit)) => {
                     // Handed back before its validity ends.

@@ -204,8 +204,10 @@ impl AsyncClient {
         self.client.server_urls()
     }
 
-    async fn run(&self, call: Call) -> Answer {
-        Running::new(&self.client, call).await
+    async fn run(&self, call: Call) -> Result<Answer, Error> {
+        // (Started again should it ever have failed.)
+        self.client.ensure_driver()?;
+        Ok(Running::new(&self.client, call).await)
     }
 
     async fn acquire(
@@ -217,7 +219,7 @@ impl AsyncClient {
         // No name lookup here (it may block): the driver does them.
         let (config, deadline) = self.client.attempts(attempts);
         let op = self.client.acquire_op(resource, ttl, config, deadline)?;
-        match self.run(Call::Acquire(op)).await {
+        match self.run(Call::Acquire(op)).await? {
             Answer::Acquired(out) => self.client.acquired(resource, out),
             other => unreachable!("an acquisition answered {other:?}"),
         }
@@ -319,7 +321,7 @@ impl AsyncClient {
     /// As [`Client::unlock`].
     pub async fn unlock(&self, lock: &Lock) -> Result<Released, Error> {
         let op = self.client.release_op(lock);
-        match self.run(Call::Release(op)).await {
+        match self.run(Call::Release(op)).await? {
             Answer::Released(out) => self.client.confirmed(out),
             other => unreachable!("a release answered {other:?}"),
         }
@@ -344,7 +346,7 @@ impl AsyncClient {
         let op = self
             .client
             .release_token_op(resource.as_ref(), token.as_ref())?;
-        match self.run(Call::Release(op)).await {
+        match self.run(Call::Release(op)).await? {
             Answer::Released(out) => self.client.confirmed(out),
             other => unreachable!("a release answered {other:?}"),
         }
@@ -371,7 +373,7 @@ impl AsyncClient {
     /// As [`Client::extend`].
     pub async fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<(), Error> {
         let op = self.client.extend_op(lock, ttl)?;
-        match self.run(Call::Extend(op)).await {
+        match self.run(Call::Extend(op)).await? {
             Answer::Extended(out) => self.client.extended(lock, out),
             other => unreachable!("an extension answered {other:?}"),
         }
@@ -393,10 +395,10 @@ impl AsyncClient {
     /// ```
     ///
     /// # Errors
-    /// None today; the `Result` leaves room.
+    /// [`Error::Io`] when the client's driver thread cannot be started.
     pub async fn inspect(&self, resource: impl AsRef<[u8]>) -> Result<Inspection, Error> {
         let op = self.client.inspect_op(resource.as_ref());
-        match self.run(Call::Inspect(op)).await {
+        match self.run(Call::Inspect(op)).await? {
             Answer::Inspected(out) => Ok(Inspection::from_core(&out)),
             other => unreachable!("an inspection answered {other:?}"),
         }
@@ -412,7 +414,7 @@ impl AsyncClient {
         at_least: u64,
     ) -> Result<FenceRepaired, Error> {
         let op = self.client.fence_repair_op(resource.as_ref(), at_least);
-        match self.run(Call::FenceRepair(op)).await {
+        match self.run(Call::FenceRepair(op)).await? {
             Answer::FenceRepaired(out) => self.client.fence_repaired(out),
             other => unreachable!("a fence repair answered {other:?}"),
         }

@@ -48,6 +48,27 @@ pub(super) struct Leadership {
 }
 
 impl<J: Job> State<J> {
+    /// A free slot for an operation, if it may take one: an acquisition
+    /// leaves the last `RESERVED_SLOTS` to releases and extensions.
+    pub(super) fn take_slot(&mut self, urgent: bool) -> Option<usize> {
+        if self.free.len() > RESERVED_SLOTS || (urgent && !self.free.is_empty()) {
+            self.free.pop().map(usize::from)
+        } else {
+            None
+        }
+    }
+
+    /// The waker of the first task in line that may take a free slot now,
+    /// taken out of the line.
+    pub(super) fn next_slot_task(&mut self) -> Option<Waker> {
+        let any = self.free.len() > RESERVED_SLOTS;
+        let at = self
+            .slot_tasks
+            .iter()
+            .position(|t| any || (t.urgent && !self.free.is_empty()))?;
+        self.slot_tasks.remove(at).map(|t| t.waker)
+    }
+
     /// The invariants written at [`Leadership`], in debug builds.
     pub(super) fn check_leadership(&self) {
         if !cfg!(debug_assertions) || std::thread::panicking() {
@@ -103,9 +124,10 @@ impl<J: Job> Transport<J> {
             armed: false,
         };
         let mut st = self.lock();
+        let urgent = op.urgent();
         let slot = loop {
-            if let Some(s) = st.free.pop() {
-                break usize::from(s);
+            if let Some(s) = st.take_slot(urgent) {
+                break s;
             }
             st.lead.slot_waiters += 1;
             st.check_leadership();
@@ -201,11 +223,13 @@ impl<J: Job> Transport<J> {
         st.lead.active &= !bit(slot);
         st.free.push(slot as u16);
         if st.lead.slot_waiters > 0 {
-            self.slot_free.notify_one();
+            // All of them: the first may be an acquisition that may not take
+            // a reserved slot, and an unlock behind it may.
+            self.slot_free.notify_all();
         }
-        // The first task waiting for a slot tries again (out of the queue:
-        // it queues again if another took the slot first).
-        let next_task = st.slot_tasks.pop_front().map(|(_, w)| w);
+        // The first task in line that may take the slot tries again (out of
+        // the queue: it queues again if another took the slot first).
+        let next_task = st.next_slot_task();
         if leading {
             st.lead.leader = false;
             st.lead.driver = false;
@@ -301,6 +325,8 @@ impl<J: Job> Transport<J> {
             (d, c) => d.or(c),
         };
         st.lead.polling = true;
+        // A kick of the driver (work of its own) must end its poll too.
+        self.kick.set_polling(st.lead.driver);
         let wake = core::mem::take(&mut st.lead.to_wake);
         st.check_leadership();
         drop(st);
@@ -332,6 +358,7 @@ impl<J: Job> Transport<J> {
         let mut st = self.lock();
         st.lead.polling = false;
         st.lead.woken = false;
+        self.kick.set_polling(false);
         let now = self.now();
         st.progress_connects();
         st.read_ready(ready, now);

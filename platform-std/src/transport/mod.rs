@@ -32,8 +32,10 @@
 //! wake-up, and the sockets see batches: the work of the protocol is done by
 //! one thread at a time, as an event loop would, behind a blocking API.
 //!
-//! A thread alone is always the leader: it never waits on a condition
-//! variable, never uses the waker, and allocates nothing per operation.
+//! A thread alone is the leader (unless the client's driver thread, see
+//! `task.rs`, leads for async calls at that moment): it never waits on a
+//! condition variable, never uses the waker, and allocates nothing per
+//! operation.
 //!
 //! An operation that panics (the core's do not) is dropped; its owner's call
 //! panics with the same payload, on the owner's own thread.
@@ -92,6 +94,14 @@ pub(crate) trait Job: Operation<Output: core::fmt::Debug> + core::fmt::Debug {
     fn abandon(&mut self, now: Instant) {
         let _ = now;
     }
+
+    /// It keeps a lock alive or gives one back (a release, an extension):
+    /// it may take one of the slots that waiting acquisitions may not
+    /// (`RESERVED_SLOTS`), so that a crowd of contenders retrying for a
+    /// lock never starves its holder's unlock or extension.
+    fn urgent(&self) -> bool {
+        false
+    }
 }
 
 /// Connection tunables.
@@ -120,8 +130,8 @@ struct State<J: Job> {
     serial: u64,
     slots: Vec<Slot<J>>,
     free: Vec<u16>,
-    /// Tasks waiting for a free slot, by their waiter id, first come first.
-    slot_tasks: VecDeque<(u64, Waker)>,
+    /// Tasks waiting for a free slot, first come first.
+    slot_tasks: VecDeque<SlotTask>,
     /// Who leads, who is to be woken.
     lead: Leadership,
     /// Connections whose host name is to be looked up again, outside the
@@ -143,7 +153,7 @@ pub(crate) struct Transport<J: Job> {
     state: Mutex<State<J>>,
     /// Only the leader locks it, without holding the state lock.
     poller: Mutex<Poller>,
-    waker: mio::Waker,
+    waker: Arc<mio::Waker>,
     /// Slot i's owner waits on `wakeups[i]` (a thread) or is woken by
     /// `task_wakers[i]` (a task, or the driver for an operation it adopted).
     wakeups: Box<[Condvar]>,
@@ -164,6 +174,11 @@ const READ_CHUNK: usize = 16 * 1024;
 /// At most this many operations run at once on one client; more threads
 /// wait for a slot.
 const MAX_SLOTS: usize = 64;
+
+/// Slots only urgent operations (releases, extensions: [`Job::urgent`])
+/// may take: an acquisition keeps its slot through all its retries, and
+/// 64 contenders must not keep the holder from releasing or extending.
+const RESERVED_SLOTS: usize = 8;
 
 // Bit i of the slot masks (`active`, `to_wake`, a u64) is slot i: every
 // slot has its bit.
@@ -255,7 +270,8 @@ impl<J: Job> Transport<J> {
             })
             .collect();
         let poll = Poll::new()?;
-        let waker = mio::Waker::new(poll.registry(), WAKE)?;
+        let waker = Arc::new(mio::Waker::new(poll.registry(), WAKE)?);
+        let kick = Arc::new(Kick::new(waker.clone()));
         let registry = poll.registry().try_clone()?;
         // Names that did not resolve now are looked up again by the first
         // call (before it takes the lock).
@@ -290,7 +306,7 @@ impl<J: Job> Transport<J> {
             wakeups: (0..MAX_SLOTS).map(|_| Condvar::new()).collect(),
             task_wakers: (0..MAX_SLOTS).map(|_| Mutex::new(None)).collect(),
             slot_free: Condvar::new(),
-            kick: Arc::new(Kick::default()),
+            kick,
             epoch: now,
             resolve_wanted,
         })
@@ -415,4 +431,4 @@ use conn::*;
 use leader::*;
 use setup::*;
 use slots::*;
-pub(crate) use task::{Abandoned, Kick, Ticket};
+pub(crate) use task::{Abandoned, Kick, SlotTask, Ticket};

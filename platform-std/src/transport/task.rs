@@ -18,6 +18,7 @@
 
 use alloc::sync::Arc;
 use alloc::task::Wake;
+use core::sync::atomic::AtomicBool;
 use core::task::Poll as TaskPoll;
 
 use super::*;
@@ -42,20 +43,56 @@ pub(crate) enum Abandoned<O> {
     Gone,
 }
 
+/// A task waiting for a free slot.
+#[derive(Debug)]
+pub(crate) struct SlotTask {
+    /// The waiter's id (queued once, however often it asks).
+    id: u64,
+    /// Its operation may take a reserved slot ([`Job::urgent`]).
+    pub(super) urgent: bool,
+    pub(super) waker: Waker,
+}
+
 /// Wakes the driver thread when it sleeps waiting for work (a condition
-/// variable with a flag, so that a kick before the wait is not lost). As a
-/// [`Waker`] it is the waker of the operations the driver adopted.
-#[derive(Debug, Default)]
+/// variable with a flag, so that a kick before the wait is not lost), or
+/// polls as the leader (through the poll's waker). As a [`Waker`] it is
+/// the waker of what the driver waits for: the operations it adopted, a
+/// free slot.
+#[derive(Debug)]
 pub(crate) struct Kick {
     kicked: Mutex<bool>,
     cv: Condvar,
+    /// The driver polls as the leader.
+    polling: AtomicBool,
+    poll_waker: Arc<mio::Waker>,
 }
 
 impl Kick {
-    /// Wakes the driver if it waits (or makes its next wait return at once).
+    pub(super) fn new(poll_waker: Arc<mio::Waker>) -> Kick {
+        Kick {
+            kicked: Mutex::new(false),
+            cv: Condvar::new(),
+            polling: AtomicBool::new(false),
+            poll_waker,
+        }
+    }
+
+    /// Set by the leader around its poll: whether it is the driver.
+    pub(super) fn set_polling(&self, driver: bool) {
+        self.polling.store(driver, Ordering::SeqCst);
+    }
+
+    /// Wakes the driver if it waits or polls (or makes its next wait return
+    /// at once).
     pub(crate) fn kick(&self) {
         *relock(self.kicked.lock()) = true;
         self.cv.notify_one();
+        if self.polling.load(Ordering::SeqCst) {
+            // A spurious end of the poll at worst: everything is re-checked.
+            if let Err(e) = self.poll_waker.wake() {
+                log::warn!("redlock: cannot wake the poll: {e}");
+            }
+        }
     }
 
     /// Waits until kicked (taking the kick) or until `until`.
@@ -96,16 +133,25 @@ impl<J: Job> Transport<J> {
     /// Wakes the driver thread for new work of its own (an operation to
     /// start, a timer that changed): also out of a poll, if it leads.
     pub(crate) fn kick_driver(&self) {
-        {
-            let mut st = self.lock();
-            if st.lead.driver && st.lead.polling && !st.lead.woken {
-                st.lead.woken = true;
-                if let Err(e) = self.waker.wake() {
-                    log::warn!("redlock: cannot wake the poll: {e}");
-                }
-            }
-        }
         self.kick.kick();
+    }
+
+    /// Host names are to be looked up again (see
+    /// [`resolve_wanted_names`](Transport::resolve_wanted_names)).
+    pub(crate) fn lookups_wanted(&self) -> bool {
+        self.resolve_wanted.load(Ordering::Relaxed) != 0
+    }
+
+    /// The driver thread is gone (it failed): it gives up the role if it
+    /// had it, so that a blocking caller or a new driver takes over.
+    pub(crate) fn driver_gone(&self) {
+        let mut st = self.lock();
+        if st.lead.driver {
+            st.lead.polling = false;
+            st.lead.woken = false;
+            self.kick.set_polling(false);
+            self.step_down(st);
+        }
     }
 
     /// Nothing runs and nobody leads.
@@ -120,17 +166,21 @@ impl<J: Job> Transport<J> {
     /// caller's id, however often it asks).
     pub(crate) fn submit(&self, op: J, waker: &Waker, waiter: u64) -> Result<Ticket, J> {
         let mut st = self.lock();
-        let Some(slot) = st.free.pop() else {
-            match st.slot_tasks.iter_mut().find(|(id, _)| *id == waiter) {
-                Some((_, w)) => w.clone_from(waker),
-                None => st.slot_tasks.push_back((waiter, waker.clone())),
+        let urgent = op.urgent();
+        let Some(slot) = st.take_slot(urgent) else {
+            match st.slot_tasks.iter_mut().find(|t| t.id == waiter) {
+                Some(t) => t.waker.clone_from(waker),
+                None => st.slot_tasks.push_back(SlotTask {
+                    id: waiter,
+                    urgent,
+                    waker: waker.clone(),
+                }),
             }
             return Err(op);
         };
         if !st.slot_tasks.is_empty() {
-            st.slot_tasks.retain(|(id, _)| *id != waiter);
+            st.slot_tasks.retain(|t| t.id != waiter);
         }
-        let slot = usize::from(slot);
         st.serial += 1;
         let serial = st.serial;
         let s = &mut st.slots[slot];
@@ -215,6 +265,14 @@ impl<J: Job> Transport<J> {
         *relock(self.task_wakers[slot].lock()) = Some(adopter.clone());
         st.pump(slot, now);
         st.flush_all();
+        // Its deadlines changed (a backoff ended early): a poll in progress
+        // learns them.
+        if st.lead.polling && !st.lead.woken {
+            st.lead.woken = true;
+            if let Err(e) = self.waker.wake() {
+                log::warn!("redlock: cannot wake the poll: {e}");
+            }
+        }
         let kick = !st.lead.leader;
         st.check_leadership();
         drop(st);
@@ -230,13 +288,9 @@ impl<J: Job> Transport<J> {
     pub(crate) fn cancel_wait(&self, waiter: u64) {
         let mut st = self.lock();
         if !st.slot_tasks.is_empty() {
-            st.slot_tasks.retain(|(id, _)| *id != waiter);
+            st.slot_tasks.retain(|t| t.id != waiter);
         }
-        let next = if st.free.is_empty() {
-            None
-        } else {
-            st.slot_tasks.pop_front().map(|(_, w)| w)
-        };
+        let next = st.next_slot_task();
         drop(st);
         if let Some(w) = next {
             w.wake();
@@ -277,7 +331,11 @@ impl<J: Job> Transport<J> {
             };
             match drain.filter(|&d| StdInstant::now() < d) {
                 Some(d) => until = Some(until.map_or(d, |c| c.min(d))),
-                None => until = None,
+                None => {
+                    // Drained, or given up: the next time gets its own grace.
+                    st.lead.drain_since = None;
+                    until = None;
+                }
             }
         }
         if free_to_lead && (st.lead.active != 0 || until.is_some()) {

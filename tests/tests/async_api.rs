@@ -1,0 +1,543 @@
+//! The async API (`AsyncClient`) against real `redis-server` processes:
+//! - its futures never block the executor, not while servers hang, not
+//!   while the lock is contended, not when a guard or a watched lock is
+//!   dropped: another task on the same single thread keeps running;
+//! - the same operations behave alike on tokio (current-thread and
+//!   multi-thread), `futures::executor::block_on` and a `LocalPool` of
+//!   several tasks.
+//!
+//! Progress is counted (turns of another task, attempts seen by a server),
+//! never timed: a blocked executor shows up as a count that cannot be
+//! reached, or as a lock that cannot be obtained.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers
+
+extern crate alloc;
+
+use alloc::sync::Arc;
+use core::future::Future;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::time::Duration;
+use std::time::Instant;
+
+use futures::task::LocalSpawnExt as _;
+use redlock_std::{AsyncClient, Builder, Client, Error, Lost, ServerOutcome};
+use redlock_tests::{RedisServer, Value};
+
+/// A bound on anything that could hang: far above what any step takes.
+const HANG: Duration = Duration::from_secs(60);
+
+fn servers(n: usize) -> Vec<RedisServer> {
+    (0..n).map(|_| RedisServer::start().unwrap()).collect()
+}
+
+fn builder(servers: &[RedisServer]) -> Builder {
+    Client::builder().servers(servers.iter().map(|s| s.addr().to_string()))
+}
+
+fn get(server: &RedisServer, key: &[u8]) -> Value {
+    server.conn().unwrap().request(&[b"GET", key]).unwrap()
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Sends `signal` to `pid` with `kill(1)`.
+fn kill(signal: &str, pid: u32) {
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// Servers stopped with SIGSTOP, continued when this is dropped (also when
+/// the test panics, so that no server stays frozen behind it).
+struct Stopped(Vec<u32>);
+
+impl Stopped {
+    fn new(servers: &[RedisServer]) -> Stopped {
+        let pids: Vec<u32> = servers.iter().map(RedisServer::pid).collect();
+        for &pid in &pids {
+            kill("STOP", pid);
+        }
+        Stopped(pids)
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        self.0.clone()
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            // Continuing a running process is harmless.
+            let _ = std::process::Command::new("kill")
+                .arg("-CONT")
+                .arg(pid.to_string())
+                .status();
+        }
+    }
+}
+
+/// A second tokio task that counts its turns on the executor until stopped.
+struct Turns {
+    count: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Turns {
+    fn spawn() -> Turns {
+        let count = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn({
+            let (count, stop) = (count.clone(), stop.clone());
+            async move {
+                while !stop.load(Ordering::SeqCst) {
+                    count.fetch_add(1, Ordering::SeqCst);
+                    tokio::task::yield_now().await;
+                }
+            }
+        });
+        Turns { count, stop, task }
+    }
+
+    fn now(&self) -> u64 {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    async fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.await.unwrap();
+    }
+}
+
+/// A timer that needs no runtime: a thread sleeps, then wakes the task.
+async fn sleep(d: Duration) {
+    let (tx, rx) = futures::channel::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        std::thread::sleep(d);
+        let _ = tx.send(());
+    });
+    let _ = rx.await;
+}
+
+/// How many `SET`s `server` has run (one per acquisition attempt that
+/// reached it).
+fn set_calls(server: core::net::SocketAddr) -> u64 {
+    let info = redlock_tests::Conn::connect(server)
+        .unwrap()
+        .request(&[b"INFO", b"commandstats"])
+        .unwrap();
+    let Value::Bulk(text) = info else {
+        panic!("INFO answered {info:?}")
+    };
+    let text = String::from_utf8(text).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_set:calls="))
+        .map_or(0, |rest| {
+            rest.split(',').next().unwrap().parse::<u64>().unwrap()
+        })
+}
+
+// --- Nothing blocks the executor ---------------------------------------------
+
+/// Two of five servers frozen (SIGSTOP) and the resource held by another
+/// client: `lock` retries, then `lock_until` retries until its deadline,
+/// both failing with a conflict. Meanwhile a second task on the same
+/// single-threaded executor keeps taking turns: the retries and the waits
+/// for the frozen servers happen off the executor.
+#[test]
+fn a_contended_lock_with_two_of_five_servers_stopped_lets_other_tasks_run() {
+    let s = servers(5);
+    let holder = builder(&s).build().unwrap();
+    let held = holder.lock("res", Duration::from_secs(60)).unwrap();
+    let c = builder(&s)
+        .retry(10, Duration::from_millis(20))
+        .build_async()
+        .unwrap();
+    let rt = current_thread();
+    rt.block_on(async {
+        // Connected and past the handshakes before the servers freeze.
+        c.unlock(&c.lock("warm", Duration::from_secs(10)).await.unwrap())
+            .await
+            .unwrap();
+        let _stopped = Stopped::new(&s[3..]);
+        let turns = Turns::spawn();
+
+        let before = turns.now();
+        let result = tokio::time::timeout(HANG, c.lock("res", Duration::from_secs(10)))
+            .await
+            .expect("lock ends");
+        let during_lock = turns.now() - before;
+        assert!(matches!(result, Err(Error::Conflict(_))), "{result:?}");
+
+        let before = turns.now();
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let result =
+            tokio::time::timeout(HANG, c.lock_until("res", Duration::from_secs(10), deadline))
+                .await
+                .expect("lock_until ends");
+        let during_lock_until = turns.now() - before;
+        assert!(matches!(result, Err(Error::Conflict(_))), "{result:?}");
+
+        turns.stop().await;
+        // A blocked executor would leave the other task at most a turn or
+        // two; a free one gives it thousands.
+        assert!(during_lock >= 100, "{during_lock} turns during lock");
+        assert!(
+            during_lock_until >= 100,
+            "{during_lock_until} turns during lock_until"
+        );
+    });
+    holder.unlock(&held).unwrap();
+}
+
+/// Two of five servers frozen, the resource held by another client: an
+/// async `lock_until` is in flight, and the holder lets go only once the
+/// counting task has taken 10,000 turns on the same single thread and a
+/// server has seen three of the waiter's attempts. The lock is obtained,
+/// so the executor was free while it was contended.
+#[test]
+fn a_lock_obtained_when_the_holder_lets_go_never_held_up_the_executor() {
+    const TURNS: u64 = 10_000;
+    let s = servers(5);
+    let holder = builder(&s).build().unwrap();
+    let held = holder.lock("res", Duration::from_secs(60)).unwrap();
+    let c = builder(&s)
+        .retry(0, Duration::from_millis(10))
+        .build_async()
+        .unwrap();
+    let rt = current_thread();
+    rt.block_on(async {
+        c.unlock(&c.lock("warm", Duration::from_secs(10)).await.unwrap())
+            .await
+            .unwrap();
+    });
+    let watched = s[0].addr();
+    let sets_before = set_calls(watched);
+    let _stopped = Stopped::new(&s[3..]);
+    let (lock, seen, released) = rt.block_on(async {
+        let turns = Turns::spawn();
+        let count = turns.count.clone();
+        // Polls every few ms, for at most a minute; lets go in any case,
+        // so that the waiter ends.
+        let releaser = std::thread::spawn(move || {
+            let give_up = Instant::now() + HANG;
+            let seen = loop {
+                let seen = (
+                    count.load(Ordering::SeqCst),
+                    set_calls(watched) - sets_before,
+                );
+                if (seen.0 >= TURNS && seen.1 >= 3) || Instant::now() > give_up {
+                    break seen;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            };
+            (seen, holder.unlock(&held))
+        });
+        let deadline = Instant::now() + HANG;
+        let lock = tokio::time::timeout(
+            HANG * 2,
+            c.lock_until("res", Duration::from_secs(10), deadline),
+        )
+        .await
+        .expect("lock_until ends");
+        turns.stop().await;
+        let (seen, released) = releaser.join().unwrap();
+        (lock, seen, released)
+    });
+    let (turns, attempts) = seen;
+    assert!(turns >= TURNS, "the other task took only {turns} turns");
+    assert!(attempts >= 3, "the server saw {attempts} attempts");
+    assert_eq!(released.unwrap().deleted(), 3);
+    let lock = lock.unwrap();
+    // Won on the three servers that run.
+    assert_eq!(lock.report().count(ServerOutcome::Ok), 3);
+    for server in &s[..3] {
+        assert_eq!(
+            get(server, b"res"),
+            Value::Bulk(lock.token().as_bytes().to_vec())
+        );
+    }
+    let released = rt.block_on(c.unlock(&lock)).unwrap();
+    assert_eq!(released.deleted(), 3);
+}
+
+/// A lock guard and a watched lock dropped inside the runtime while a
+/// majority of the servers is frozen: the drops return at once and their
+/// releases run in the background. The counting task continues the
+/// servers only after 10,000 turns, which it gets only if the drops did
+/// not block; the releases then complete on every server. (A drop that
+/// waited for its release would have waited out the 20 s request timeout
+/// of the frozen servers, and left the keys on them.)
+#[test]
+fn dropping_a_guard_or_a_watched_lock_inside_the_runtime_does_not_block() {
+    const TURNS: u64 = 10_000;
+    let s = servers(5);
+    let ttl = Duration::from_secs(60);
+    let c = builder(&s)
+        .request_timeout(Duration::from_secs(20))
+        .build_async()
+        .unwrap();
+    let rt = current_thread();
+    rt.block_on(async {
+        let guard = c.lock_guard("guarded", ttl).await.unwrap();
+        let auto = c.lock_auto_extend("watched", ttl).await.unwrap();
+        let tokens = [guard.token().to_string(), auto.lock().token().to_string()];
+        for server in &s {
+            assert_eq!(
+                get(server, b"guarded"),
+                Value::Bulk(tokens[0].clone().into())
+            );
+            assert_eq!(
+                get(server, b"watched"),
+                Value::Bulk(tokens[1].clone().into())
+            );
+        }
+        let stopped = Stopped::new(&s[2..]);
+        let pids = stopped.pids();
+        let (continued, resumed) = tokio::sync::oneshot::channel::<u64>();
+        let turns = Turns::spawn();
+        let count = turns.count.clone();
+        let waker = tokio::spawn(async move {
+            while count.load(Ordering::SeqCst) < TURNS {
+                tokio::task::yield_now().await;
+            }
+            for pid in pids {
+                kill("CONT", pid);
+            }
+            let _ = continued.send(count.load(Ordering::SeqCst));
+        });
+        drop(guard);
+        drop(auto);
+        let turns_seen = tokio::time::timeout(HANG, resumed)
+            .await
+            .expect("the servers are continued")
+            .unwrap();
+        assert!(turns_seen >= TURNS);
+        waker.await.unwrap();
+        turns.stop().await;
+        drop(stopped);
+        // The background releases end within the request timeout once the
+        // servers run again.
+        let give_up = Instant::now() + HANG;
+        while s
+            .iter()
+            .any(|x| get(x, b"guarded") != Value::Nil || get(x, b"watched") != Value::Nil)
+        {
+            assert!(
+                Instant::now() < give_up,
+                "the background releases never completed"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+}
+
+// --- The same operations on every executor -----------------------------------
+
+/// Runs `f`, failing the test if it takes longer than `HANG` (on any
+/// executor: the timer is a thread).
+async fn bounded<F: Future>(what: &str, f: F) -> F::Output {
+    match futures::future::select(core::pin::pin!(f), core::pin::pin!(sleep(HANG))).await {
+        futures::future::Either::Left((out, _)) => out,
+        futures::future::Either::Right(((), _)) => panic!("{what} hung"),
+    }
+}
+
+/// Servers and clients shared by the runs of the suite.
+struct Fixture {
+    servers: Vec<RedisServer>,
+    client: AsyncClient,
+    fenced: AsyncClient,
+}
+
+impl Fixture {
+    fn start() -> Arc<Fixture> {
+        let servers = servers(3);
+        let client = builder(&servers).build_async().unwrap();
+        let fenced = builder(&servers).fencing(true).build_async().unwrap();
+        Arc::new(Fixture {
+            servers,
+            client,
+            fenced,
+        })
+    }
+
+    /// What each server holds for `key`.
+    fn holders(&self, key: &str) -> Vec<Value> {
+        self.servers
+            .iter()
+            .map(|s| get(s, key.as_bytes()))
+            .collect()
+    }
+
+    /// `token` on every server.
+    fn held_by(&self, token: &str) -> Vec<Value> {
+        vec![Value::Bulk(token.as_bytes().to_vec()); self.servers.len()]
+    }
+
+    fn free(&self) -> Vec<Value> {
+        vec![Value::Nil; self.servers.len()]
+    }
+}
+
+/// Every operation of the async API, on resources named after `run` (so
+/// that runs may overlap on the same servers).
+async fn basic_operations(fx: Arc<Fixture>, run: String) {
+    let (c, n) = (&fx.client, fx.servers.len());
+    let ttl = Duration::from_secs(10);
+    let res = format!("{run}:res");
+
+    // lock, a conflicting try_lock, extend, inspect, unlock (twice).
+    let mut lock = c.lock(&res, ttl).await.unwrap();
+    assert_eq!(lock.token().len(), 40);
+    assert_eq!(fx.holders(&res), fx.held_by(lock.token()));
+    let conflict = c.try_lock(&res, ttl).await;
+    assert!(matches!(conflict, Err(Error::Conflict(_))), "{conflict:?}");
+    c.extend(&mut lock, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(lock.extensions(), 1);
+    assert!(lock.remaining() > Duration::from_secs(29));
+    let inspection = c.inspect(&res).await.unwrap();
+    assert_eq!(inspection.entries().len(), n);
+    for e in inspection.entries() {
+        assert_eq!(e.outcome, ServerOutcome::Ok);
+        assert_eq!(e.holder.as_deref(), Some(lock.token().as_bytes()));
+        assert!(e.pttl_ms > 29_000, "{e:?}");
+    }
+    assert_eq!(inspection.majority_holder(), Some(lock.token().as_bytes()));
+    assert_eq!(c.unlock(&lock).await.unwrap().deleted(), n);
+    assert_eq!(c.unlock(&lock).await.unwrap().deleted(), 0);
+    assert_eq!(fx.holders(&res), fx.free());
+    // Extending a released lock reports it lost.
+    let lost = c.extend(&mut lock, Duration::from_secs(1)).await;
+    assert!(matches!(lost, Err(Error::Lost(_))), "{lost:?}");
+
+    // unlock_token: a lock known only by its token.
+    let token = c.lock(&res, ttl).await.unwrap().token().to_string();
+    assert_eq!(c.unlock_token(&res, &token).await.unwrap().deleted(), n);
+    assert_eq!(fx.holders(&res), fx.free());
+
+    // Fenced locks: fences increase, also past a repair's floor.
+    let fenced = format!("{run}:fenced");
+    let mut last = 0;
+    for _ in 0..3 {
+        let lock = fx.fenced.lock(&fenced, ttl).await.unwrap();
+        let fence = lock.fence().expect("a fenced lock has a fence");
+        assert!(fence > last, "fence {fence} after {last}");
+        last = fence;
+        assert_eq!(fx.fenced.unlock(&lock).await.unwrap().deleted(), n);
+    }
+    let repaired = fx.fenced.fence_repair(&fenced, last + 100).await.unwrap();
+    assert!(repaired.complete());
+    assert!(repaired.counter >= last + 100, "{}", repaired.counter);
+    let lock = fx.fenced.lock(&fenced, ttl).await.unwrap();
+    assert!(lock.fence().unwrap() > last + 100, "{:?}", lock.fence());
+    fx.fenced.unlock(&lock).await.unwrap();
+
+    // lock_guard: released explicitly, then by a drop (in the background:
+    // the resource is free again soon after).
+    let guard = c.lock_guard(&res, ttl).await.unwrap();
+    assert_eq!(fx.holders(&res), fx.held_by(guard.token()));
+    assert_eq!(guard.release().await.unwrap().deleted(), n);
+    let guard = c.lock_guard(&res, ttl).await.unwrap();
+    drop(guard);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let lock = c.lock_until(&res, ttl, deadline).await.unwrap();
+    assert_eq!(c.unlock(&lock).await.unwrap().deleted(), n);
+
+    // lock_auto_extend: kept past twice its ttl (the first key would have
+    // expired), not lost, exclusive; then released.
+    let short = Duration::from_secs(1);
+    let auto = c.lock_auto_extend(&res, short).await.unwrap();
+    sleep(short * 2).await;
+    assert!(!auto.is_lost(), "{:?}", auto.lost());
+    assert!(auto.lock().extensions() >= 1);
+    assert_eq!(fx.holders(&res), fx.held_by(auto.lock().token()));
+    let conflict = c.try_lock(&res, short).await;
+    assert!(matches!(conflict, Err(Error::Conflict(_))), "{conflict:?}");
+    assert_eq!(auto.release().await.unwrap().deleted(), n);
+    assert_eq!(fx.holders(&res), fx.free());
+
+    // with_lock: the body runs holding the lock, which is released after.
+    let res_ = &res;
+    let held = c
+        .with_lock(&res, ttl, |lost| async move {
+            drop(lost);
+            c.inspect(res_)
+                .await
+                .unwrap()
+                .majority_holder()
+                .map(<[u8]>::to_vec)
+        })
+        .await
+        .unwrap();
+    assert_eq!(held.map(|t| t.len()), Some(40));
+    assert_eq!(fx.holders(&res), fx.free());
+
+    // with_lock whose keys are deleted behind its back: the body learns it.
+    let why = c
+        .with_lock(&res, Duration::from_millis(600), |lost| async {
+            for s in &fx.servers {
+                s.conn()
+                    .unwrap()
+                    .request(&[b"DEL", res.as_bytes()])
+                    .unwrap();
+            }
+            bounded("when_lost", lost).await
+        })
+        .await
+        .unwrap();
+    assert_eq!(why, Lost::NotHeld);
+    assert_eq!(fx.holders(&res), fx.free());
+}
+
+#[test]
+fn the_basic_operations_on_a_tokio_current_thread_runtime() {
+    let fx = Fixture::start();
+    current_thread().block_on(bounded("the suite", basic_operations(fx, "ct".into())));
+}
+
+#[test]
+fn the_basic_operations_on_a_tokio_multi_thread_runtime() {
+    let fx = Fixture::start();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // Spawned: the suite runs on the workers (and its future is `Send`).
+    let suite = rt.spawn(basic_operations(fx, "mt".into()));
+    rt.block_on(bounded("the suite", suite)).unwrap();
+}
+
+#[test]
+fn the_basic_operations_on_futures_block_on() {
+    let fx = Fixture::start();
+    futures::executor::block_on(bounded(
+        "the suite",
+        basic_operations(fx, "block_on".into()),
+    ));
+}
+
+#[test]
+fn the_basic_operations_as_four_tasks_of_one_local_pool() {
+    let fx = Fixture::start();
+    let mut pool = futures::executor::LocalPool::new();
+    let runs: Vec<_> = (0..4)
+        .map(|i| {
+            pool.spawner()
+                .spawn_local_with_handle(basic_operations(fx.clone(), format!("pool{i}")))
+                .unwrap()
+        })
+        .collect();
+    pool.run_until(bounded("the suite", futures::future::join_all(runs)));
+}

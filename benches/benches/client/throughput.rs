@@ -14,6 +14,18 @@ use crate::{THREADS, TTL, TTL_MS};
 /// the tokio runs), which also open the connections.
 const WARMUP_CYCLES: usize = 50;
 
+/// Errors shown on stderr (the first few of the whole bench, so that a slow
+/// moment of the machine cannot flood it).
+static ERRORS_SHOWN: AtomicU64 = AtomicU64::new(0);
+
+/// An error of a throughput cycle: shown (the first 5), then counted.
+fn error(who: &str, e: &dyn core::fmt::Display) -> Outcome {
+    if ERRORS_SHOWN.fetch_add(1, Ordering::Relaxed) < 5 {
+        eprintln!("{who}: error: {e}");
+    }
+    Outcome::Error
+}
+
 /// The result of one try in a throughput run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
@@ -118,7 +130,7 @@ impl AsyncCycle for rslock::LockManager {
                 Outcome::Ok
             }
             Err(rslock::LockError::Unavailable) => Outcome::Conflict,
-            Err(_) => Outcome::Error,
+            Err(e) => error("rslock", &e),
         }
     }
 }
@@ -128,10 +140,10 @@ impl AsyncCycle for redlock_std::AsyncClient {
         match self.try_lock(resource, TTL).await {
             Ok(lock) => match self.unlock(&lock).await {
                 Ok(_) => Outcome::Ok,
-                Err(_) => Outcome::Error,
+                Err(e) => error("ours async, unlock", &e),
             },
             Err(redlock_std::Error::Conflict(_)) => Outcome::Conflict,
-            Err(_) => Outcome::Error,
+            Err(e) => error("ours async, try_lock", &e),
         }
     }
 }
@@ -179,10 +191,10 @@ pub(crate) fn ours_cycle(client: &redlock_std::Client, resource: &[u8]) -> Outco
     match client.try_lock(resource, TTL) {
         Ok(lock) => match client.unlock(&lock) {
             Ok(_) => Outcome::Ok,
-            Err(_) => Outcome::Error,
+            Err(e) => error("ours, unlock", &e),
         },
         Err(redlock_std::Error::Conflict(_)) => Outcome::Conflict,
-        Err(_) => Outcome::Error,
+        Err(e) => error("ours, try_lock", &e),
     }
 }
 
@@ -193,7 +205,7 @@ pub(crate) fn redlock_cycle(rl: &redlock::RedLock, resource: &[u8]) -> Outcome {
             Outcome::Ok
         }
         Ok(None) => Outcome::Conflict,
-        Err(_) => Outcome::Error,
+        Err(e) => error("redlock", &e),
     }
 }
 

@@ -160,7 +160,7 @@ fn a_contended_lock_with_two_of_five_servers_stopped_lets_other_tasks_run() {
     let holder = builder(&s).build().unwrap();
     let held = holder.lock("res", Duration::from_secs(60)).unwrap();
     let c = builder(&s)
-        .retry(10, Duration::from_millis(20))
+        .retry(3, Duration::from_millis(20))
         .build_async()
         .unwrap();
     let rt = current_thread();
@@ -180,7 +180,7 @@ fn a_contended_lock_with_two_of_five_servers_stopped_lets_other_tasks_run() {
         assert!(matches!(result, Err(Error::Conflict(_))), "{result:?}");
 
         let before = turns.now();
-        let deadline = Instant::now() + Duration::from_secs(1);
+        let deadline = Instant::now() + Duration::from_millis(500);
         let result =
             tokio::time::timeout(HANG, c.lock_until("res", Duration::from_secs(10), deadline))
                 .await
@@ -370,8 +370,11 @@ struct Fixture {
 impl Fixture {
     fn start() -> Arc<Fixture> {
         let servers = servers(3);
-        let client = builder(&servers).build_async().unwrap();
-        let fenced = builder(&servers).fencing(true).build_async().unwrap();
+        // Request timeouts with room for a loaded machine (the defaults
+        // for the short ttls below would be a few ms).
+        let builder = builder(&servers).request_timeout(Duration::from_millis(500));
+        let client = builder.clone().build_async().unwrap();
+        let fenced = builder.fencing(true).build_async().unwrap();
         Arc::new(Fixture {
             servers,
             client,
@@ -469,11 +472,11 @@ async fn basic_operations(fx: Arc<Fixture>, run: String) {
     let lock = c.lock_until(&res, ttl, deadline).await.unwrap();
     assert_eq!(c.unlock(&lock).await.unwrap().deleted(), n);
 
-    // lock_auto_extend: kept past twice its ttl (the first key would have
+    // lock_auto_extend: kept past its ttl (the first key would have
     // expired), not lost, exclusive; then released.
-    let short = Duration::from_secs(1);
+    let short = Duration::from_secs(3);
     let auto = c.lock_auto_extend(&res, short).await.unwrap();
-    sleep(short * 2).await;
+    sleep(Duration::from_secs(4)).await;
     assert!(!auto.is_lost(), "{:?}", auto.lost());
     assert!(auto.lock().extensions() >= 1);
     fx.assert_held(&res, auto.lock().token());
@@ -500,7 +503,7 @@ async fn basic_operations(fx: Arc<Fixture>, run: String) {
 
     // with_lock whose keys are deleted behind its back: the body learns it.
     let why = c
-        .with_lock(&res, Duration::from_millis(600), |lost| async {
+        .with_lock(&res, Duration::from_secs(2), |lost| async {
             for s in &fx.servers {
                 s.conn()
                     .unwrap()

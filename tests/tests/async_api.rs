@@ -4,7 +4,13 @@
 //!   dropped: another task on the same single thread keeps running;
 //! - the same operations behave alike on tokio (current-thread and
 //!   multi-thread), `futures::executor::block_on` and a `LocalPool` of
-//!   several tasks.
+//!   several tasks;
+//! - 1,000 tasks on one thread contending for a few resources never lose an
+//!   update of the registers the locks protect, and are all served before
+//!   their deadline, each holder releasing before its ttl runs out (however
+//!   many tasks wait, more than the client runs at once included);
+//! - a call that had to wait for its turn behind the client's other
+//!   operations still has its whole ttl, and its deadline, ahead of it.
 //!
 //! Progress is counted (turns of another task, attempts seen by a server),
 //! never timed: a blocked executor shows up as a count that cannot be
@@ -14,14 +20,18 @@
 
 extern crate alloc;
 
+use alloc::rc::Rc;
 use alloc::sync::Arc;
+use core::cell::Cell;
 use core::future::Future;
+use core::pin::Pin;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::task::{Context, Poll};
 use core::time::Duration;
 use std::time::Instant;
 
 use futures::task::LocalSpawnExt as _;
-use redlock_std::{AsyncClient, Builder, Client, Error, Lost, ServerOutcome};
+use redlock_std::{AsyncClient, Builder, Client, Error, Lost, Released, ServerOutcome};
 use redlock_tests::{RedisServer, Value};
 
 /// A bound on anything that could hang: far above what any step takes.
@@ -117,6 +127,25 @@ impl Turns {
         self.stop.store(true, Ordering::SeqCst);
         self.task.await.unwrap();
     }
+}
+
+/// Yields once to the executor (any executor: it wakes itself).
+struct YieldNow(bool);
+
+impl Future for YieldNow {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+fn yield_now() -> YieldNow {
+    YieldNow(false)
 }
 
 /// A timer that needs no runtime: a thread sleeps, then wakes the task.
@@ -558,4 +587,243 @@ fn the_basic_operations_as_four_tasks_of_one_local_pool() {
         })
         .collect();
     pool.run_until(bounded("the suite", futures::future::join_all(runs)));
+}
+
+// --- 1,000 tasks on one thread ---------------------------------------------
+
+const TASKS: usize = 1_000;
+const RESOURCES: usize = 4;
+const NAMES: [&str; RESOURCES] = ["crowd:0", "crowd:1", "crowd:2", "crowd:3"];
+/// The crowd's ttl: far above the few ms a holder keeps its lock.
+const CROWD_TTL: Duration = Duration::from_secs(10);
+/// How long each of the crowd may wait for its lock: several times what
+/// 1,000 hand-offs of a few ms each take.
+const CROWD_PATIENCE: Duration = Duration::from_secs(30);
+
+/// A register the lock protects, read and then written after `.await`s, so
+/// that two holders at once would lose an update; and what the tasks saw.
+#[derive(Debug, Default)]
+struct Register {
+    value: Cell<u64>,
+    /// Increments written.
+    writes: Cell<u64>,
+    /// Tasks between their read and their write.
+    inside: Cell<u32>,
+    /// Times a task found another one inside.
+    overlaps: Cell<u32>,
+    /// Holders that found their validity over before writing (and so did
+    /// not write).
+    too_late: Cell<u32>,
+}
+
+/// Client settings for a crowd: a short jitter, so that waiting tasks
+/// retry often (each retry also waits the request timeout).
+fn crowd_client(servers: &[RedisServer]) -> AsyncClient {
+    builder(servers)
+        .retry(3, Duration::from_millis(5))
+        .request_timeout(Duration::from_millis(100))
+        .build_async()
+        .unwrap()
+}
+
+/// One task of a crowd: lock, read, yield, then write the read value + 1
+/// if the lock is still valid, unlock. Returns what the release found.
+async fn increment(
+    c: AsyncClient,
+    resource: &'static str,
+    register: Rc<Register>,
+    deadline: Instant,
+) -> Result<Released, Error> {
+    let lock = c.lock_until(resource, CROWD_TTL, deadline).await?;
+    let r = &register;
+    r.inside.set(r.inside.get() + 1);
+    if r.inside.get() > 1 {
+        r.overlaps.set(r.overlaps.get() + 1);
+    }
+    let read = r.value.get();
+    for _ in 0..3 {
+        yield_now().await;
+    }
+    // Checked and written with no `.await` between: within the validity.
+    if lock.remaining() > Duration::ZERO {
+        r.value.set(read + 1);
+        r.writes.set(r.writes.get() + 1);
+    } else {
+        r.too_late.set(r.too_late.get() + 1);
+    }
+    r.inside.set(r.inside.get() - 1);
+    c.unlock(&lock).await
+}
+
+type Crowd<F> = (Vec<Rc<Register>>, Vec<F>);
+
+/// `tasks` tasks over `resources` registers: task `i` increments register
+/// `i % resources`.
+fn crowd(
+    c: &AsyncClient,
+    tasks: usize,
+    resources: usize,
+) -> Crowd<impl Future<Output = Result<Released, Error>> + use<>> {
+    let registers: Vec<Rc<Register>> = (0..resources).map(|_| Rc::default()).collect();
+    let deadline = Instant::now() + CROWD_PATIENCE;
+    let tasks = (0..tasks)
+        .map(|i| {
+            let r = i % resources;
+            increment(c.clone(), NAMES[r], registers[r].clone(), deadline)
+        })
+        .collect();
+    (registers, tasks)
+}
+
+/// Runs a crowd as tasks spawned on a tokio current-thread runtime.
+fn run_on_tokio(
+    (registers, tasks): Crowd<impl Future<Output = Result<Released, Error>> + 'static>,
+) -> (Vec<Rc<Register>>, Vec<Result<Released, Error>>) {
+    let local = tokio::task::LocalSet::new();
+    let results = local.block_on(&current_thread(), async {
+        let handles: Vec<_> = tasks.into_iter().map(tokio::task::spawn_local).collect();
+        let joined = bounded("the crowd", futures::future::join_all(handles)).await;
+        joined.into_iter().map(Result::unwrap).collect()
+    });
+    (registers, results)
+}
+
+/// Runs a crowd as tasks spawned on a `futures` `LocalPool`.
+fn run_on_local_pool(
+    (registers, tasks): Crowd<impl Future<Output = Result<Released, Error>> + 'static>,
+) -> (Vec<Rc<Register>>, Vec<Result<Released, Error>>) {
+    let mut pool = futures::executor::LocalPool::new();
+    let handles: Vec<_> = tasks
+        .into_iter()
+        .map(|t| pool.spawner().spawn_local_with_handle(t).unwrap())
+        .collect();
+    let results = pool.run_until(bounded("the crowd", futures::future::join_all(handles)));
+    (registers, results)
+}
+
+/// The safety of a crowd's run, whoever got the lock and whenever: no two
+/// holders at once, and every increment written is in its register (none
+/// lost).
+fn no_update_lost(registers: &[Rc<Register>]) {
+    for (i, r) in registers.iter().enumerate() {
+        assert_eq!(r.overlaps.get(), 0, "register {i}: two holders at once");
+        assert_eq!(
+            r.value.get(),
+            r.writes.get(),
+            "register {i}: increments lost"
+        );
+        assert!(r.writes.get() >= 1, "register {i}: nobody wrote");
+    }
+}
+
+/// The liveness of a crowd's run: every task got its lock before its
+/// deadline, with time left to write, and released it while its key was
+/// still there (no server said it was gone).
+fn everyone_served_in_time(registers: &[Rc<Register>], results: &[Result<Released, Error>]) {
+    let failed: Vec<&Error> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    let too_late: u32 = registers.iter().map(|r| r.too_late.get()).sum();
+    let expired_first = results
+        .iter()
+        .filter(|r| {
+            r.as_ref()
+                .is_ok_and(|released| released.report.count(ServerOutcome::NotHeld) > 0)
+        })
+        .count();
+    assert!(
+        failed.is_empty() && too_late == 0 && expired_first == 0,
+        "of {} tasks, {} got no lock before their deadline (the first: {}), {} got it with \
+         too little validity left to write, and {} released it only after it expired",
+        results.len(),
+        failed.len(),
+        failed.first().map_or(String::new(), ToString::to_string),
+        too_late,
+        expired_first
+    );
+}
+
+/// 1,000 tasks on one thread contending for 4 resources, each reading the
+/// register its lock protects, yielding, and writing it back + 1: every
+/// increment written is in its register.
+#[test]
+fn a_thousand_tasks_on_one_thread_lose_no_update() {
+    let s = servers(3);
+    let c = crowd_client(&s);
+    let (registers, _) = run_on_tokio(crowd(&c, TASKS, RESOURCES));
+    no_update_lost(&registers);
+}
+
+/// The same crowd, on a `LocalPool`: no update lost, and every task gets
+/// its lock before its deadline and releases it before its ttl.
+#[test]
+fn a_thousand_tasks_on_one_thread_are_all_served_in_time() {
+    let s = servers(3);
+    let c = crowd_client(&s);
+    let (registers, results) = run_on_local_pool(crowd(&c, TASKS, RESOURCES));
+    no_update_lost(&registers);
+    everyone_served_in_time(&registers, &results);
+}
+
+/// 100 tasks waiting for one resource: each holder's release goes out
+/// while its key is still there (it does not wait, behind the tasks that
+/// wait for the very lock it holds, until the key expires).
+#[test]
+fn a_holder_releases_before_its_ttl_however_many_tasks_wait() {
+    let s = servers(3);
+    let c = crowd_client(&s);
+    let (registers, results) = run_on_tokio(crowd(&c, 100, 1));
+    no_update_lost(&registers);
+    everyone_served_in_time(&registers, &results);
+}
+
+/// A `try_lock` and a `lock_until` of free resources that had to wait for
+/// the client's other operations (1,000 tasks contending for a held
+/// resource until their deadline, 3 s) before their requests could go out:
+/// an attempt's time counts from when its requests are written, so the
+/// `try_lock` (ttl 1 s) gets its lock, and so does the `lock_until`
+/// (deadline 5 s). Counted from when the calls began, the 3 s wait would
+/// spend the 1 s ttl before any server was asked, and push the
+/// `lock_until`'s retry past its deadline.
+#[test]
+fn calls_that_waited_for_their_turn_still_get_a_free_resource() {
+    let s = servers(3);
+    let holder = builder(&s).build().unwrap();
+    let held = holder.lock("held", Duration::from_secs(60)).unwrap();
+    let c = crowd_client(&s);
+    let ttl = Duration::from_secs(1);
+    let local = tokio::task::LocalSet::new();
+    let (tried, waited) = local.block_on(&current_thread(), async {
+        // Waiters for the held resource until their deadline: more than
+        // the client runs at once.
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let waiters: Vec<_> = (0..TASKS)
+            .map(|_| {
+                let c = c.clone();
+                tokio::task::spawn_local(
+                    async move { c.lock_until("held", CROWD_TTL, deadline).await },
+                )
+            })
+            .collect();
+        // Each waiter has made its call.
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let calls = futures::future::join(
+            c.try_lock("free:try_lock", ttl),
+            c.lock_until("free:lock_until", ttl, deadline),
+        );
+        let (tried, waited) = bounded("the calls", calls).await;
+        for w in waiters {
+            let conflict = w.await.unwrap();
+            assert!(conflict.is_err(), "{conflict:?}");
+        }
+        (tried, waited)
+    });
+    holder.unlock(&held).unwrap();
+    for (call, result) in [("try_lock", tried), ("lock_until", waited)] {
+        match result {
+            Ok(lock) => assert_eq!(lock.report().count(ServerOutcome::Ok), 3),
+            Err(e) => panic!("{call} of a free resource: {e}"),
+        }
+    }
 }

@@ -97,6 +97,8 @@ pub struct Acquire<R> {
     /// The caller went away ([`Acquire::abandon`]): nothing is won, nothing
     /// is retried.
     abandoned: bool,
+    /// The current attempt has handed out a request: its clock runs.
+    sent: bool,
 }
 
 impl<R: AsRef<[u8]>> Acquire<R> {
@@ -141,6 +143,7 @@ impl<R: AsRef<[u8]>> Acquire<R> {
             outcome_taken: false,
             confirm: 0,
             abandoned: false,
+            sent: false,
         };
         op.start_attempt(now);
         Ok(op)
@@ -200,6 +203,7 @@ impl<R: AsRef<[u8]>> Acquire<R> {
         // A1: the clock is read before the first request of the attempt.
         self.attempts = self.attempts.saturating_add(1);
         self.attempt_start = now;
+        self.sent = false;
         self.phase = Phase::Voting;
         let request = if self.fencing() {
             Request::FencedSet(self.ttl.as_millis())
@@ -207,6 +211,17 @@ impl<R: AsRef<[u8]>> Acquire<R> {
             Request::Set(self.ttl.as_millis())
         };
         self.engine.start_round(request);
+    }
+
+    /// A1: the attempt's clock is the latest reading before its first
+    /// request. Until a request is handed out, a later reading replaces
+    /// the one the attempt began with, so that an operation that waited
+    /// for its turn on a busy platform (a free slot, say) does not spend
+    /// its ttl before any server was asked.
+    fn clock_unsent(&mut self, now: Instant) {
+        if self.phase == Phase::Voting && !self.sent && now > self.attempt_start {
+            self.attempt_start = now;
+        }
     }
 
     /// splitmix64 over a seed drawn from the caller's RNG.
@@ -423,13 +438,16 @@ impl<R: AsRef<[u8]>> Operation for Acquire<R> {
         now: Instant,
         buf: &mut [u8],
     ) -> Result<Option<Transmit>, EncodeError> {
+        self.clock_unsent(now);
         let subject = Subject {
             resource: self.resource.as_ref(),
             token: self.token.as_bytes(),
             #[cfg(feature = "mutants")]
             bare_del_release: self.config.mutants.bare_del_release,
         };
-        self.engine.poll_transmit(now, &subject, buf)
+        let transmit = self.engine.poll_transmit(now, &subject, buf)?;
+        self.sent |= transmit.is_some();
+        Ok(transmit)
     }
 
     fn handle_reply(
@@ -471,6 +489,7 @@ impl<R: AsRef<[u8]>> Operation for Acquire<R> {
     }
 
     fn handle_timeout(&mut self, now: Instant) {
+        self.clock_unsent(now);
         self.engine.handle_timeout(now);
         if matches!(self.phase, Phase::Voting | Phase::Fencing(_))
             && self

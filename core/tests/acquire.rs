@@ -425,3 +425,41 @@ fn failures_and_bad_arguments_say_what_went_wrong() {
         assert_eq!(error.to_string(), text);
     }
 }
+
+/// A1: an attempt's clock is the latest reading before its first request.
+/// An acquisition made at t=0 whose requests could go out only at t=9 s
+/// (the platform was busy) with a 10 s ttl is not expired on arrival: its
+/// validity counts from t=9 s.
+#[test]
+fn an_attempts_clock_starts_with_its_first_request() {
+    let config = retrying(0, 0);
+    let mut d = acquire(&config, 3, 10_000, ms(0));
+    // Its deadline passes before anything was sent: not a failure.
+    d.op.handle_timeout(ms(9_000));
+    assert!(d.outcome().is_none(), "nothing was asked yet");
+    let sets = d.sent(ms(9_000));
+    assert_eq!(sets.len(), 3);
+    for server in 0..3 {
+        d.reply(ms(9_010), server, b"+OK\r\n").unwrap();
+    }
+    let lock = d.outcome().unwrap().unwrap();
+    // 10 s - 10 ms elapsed since the first request - drift (102 ms).
+    assert_eq!(
+        lock.valid_until(),
+        ms(9_000).saturating_add(dur(10_000 - 102))
+    );
+}
+
+/// Once a request is out, later readings do not move the attempt's clock.
+#[test]
+fn an_attempts_clock_stays_once_a_request_is_out() {
+    let config = retrying(0, 0);
+    let mut d = acquire(&config, 3, 10_000, ms(0));
+    assert_eq!(d.sent(ms(5)).len(), 3);
+    d.op.handle_timeout(ms(20));
+    for server in 0..3 {
+        d.reply(ms(30), server, b"+OK\r\n").unwrap();
+    }
+    let lock = d.outcome().unwrap().unwrap();
+    assert_eq!(lock.valid_until(), ms(5).saturating_add(dur(10_000 - 102)));
+}

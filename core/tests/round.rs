@@ -113,8 +113,10 @@ fn a_request_sent_late_is_still_sent_and_timed_from_its_sending() {
     }
     assert_eq!(d.outcome().unwrap().deleted(), 3);
 
-    // The same for an acquisition: late votes count, but the validity is
-    // still measured from the start of the attempt (A1, A4).
+    // The same for an acquisition: nothing is dropped unsent, and the
+    // validity is measured from the latest reading of the clock before the
+    // attempt's first request (A1, A4): the 300 ms spent before it was
+    // sent are not lost, and the 1 ms after it count.
     let mut d = acquire(&no_retry(), 3, 1_000, ms(0));
     d.op.handle_timeout(ms(300));
     assert!(d.outcome().is_none());
@@ -123,8 +125,8 @@ fn a_request_sent_late_is_still_sent_and_timed_from_its_sending() {
         d.reply(ms(301), s, b"+OK\r\n").unwrap();
     }
     let lock = d.outcome().unwrap().unwrap();
-    // 1000 - 301 - (10 + 2) ms.
-    assert_eq!(lock.validity(), dur(687));
+    // 1000 - (301 - 300) - (10 + 2) ms.
+    assert_eq!(lock.validity(), dur(987));
 }
 
 #[test]

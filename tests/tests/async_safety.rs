@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test driver
 
+use core::future::Future;
 use core::time::Duration;
 use std::time::Instant;
 
@@ -208,4 +209,149 @@ fn waiters_starve_the_holders_unlock() {
         .filter(Result::is_ok)
         .count();
     assert!(got >= 1, "no waiter took the lock: the unlock was starved");
+}
+
+/// CPU ticks (utime + stime, 1/100 s) of the thread named `redlock-driver`.
+fn driver_ticks() -> u64 {
+    for e in std::fs::read_dir("/proc/self/task").unwrap() {
+        let p = e.unwrap().path();
+        let comm = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
+        if comm.trim() == "redlock-driver" {
+            let stat = std::fs::read_to_string(p.join("stat")).unwrap();
+            let rest = &stat[stat.rfind(')').unwrap() + 2..];
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            // fields 14 and 15 of stat; `rest` starts at field 3
+            return f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+        }
+    }
+    panic!("no driver thread")
+}
+
+/// The driver does not spin while its watched lock's extension waits for
+/// a slot. (Failed before its fix.) Every slot taken by urgent operations (64 unlocks waiting for a
+/// frozen server) when the watched lock's extension is due: `tend` leaves
+/// `Phase::Wait(at)` with `at <= now` and sets `needs_slot`; `run` then
+/// takes `next = at` (in the past), the SLOT_RETRY bound never applies, and
+/// `drive(Some(past))` returns at once: a busy loop until a slot frees.
+#[test]
+fn the_driver_sleeps_while_an_extension_waits_for_a_slot() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start().unwrap()).collect();
+    let client = Client::builder()
+        .servers(servers.iter().map(|s| s.addr().to_string()))
+        .request_timeout(Duration::from_millis(1500))
+        .build_async()
+        .unwrap();
+    let t0 = Instant::now();
+    // ttl 6 s, rt 1.5 s: extend_at ~ +1.44 s, give_up_at ~ +2.94 s.
+    let auto = futures::executor::block_on(
+        client.lock_auto_extend("async-safety-slot-spin", Duration::from_secs(6)),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1000).saturating_sub(t0.elapsed()));
+    servers[2].signal("STOP").unwrap();
+    // 64 unlocks (urgent): every slot for ~1.5 s (until ~+2.5 s).
+    let crowd = {
+        let client = client.clone();
+        std::thread::spawn(move || {
+            futures::executor::block_on(futures::future::join_all(
+                (0..64).map(|i| client.unlock_token(format!("async-safety-none-{i}"), "x")),
+            ))
+        })
+    };
+    std::thread::sleep(Duration::from_millis(1600).saturating_sub(t0.elapsed()));
+    let before = driver_ticks();
+    std::thread::sleep(Duration::from_millis(700));
+    let used = driver_ticks() - before;
+    let _ = crowd.join();
+    servers[2].signal("CONT").unwrap();
+    drop(auto);
+    // 70 ticks of wall time: a driver that sleeps until a slot frees (or
+    // 10 ms at a time) uses about none of it.
+    assert!(
+        used < 10,
+        "the driver used {used} of 70 ticks while waiting for a slot"
+    );
+}
+
+/// The driver does not spin while an extension runs past the lock's
+/// give-up time. (Failed before its fix.) A watched lock whose majority is
+/// frozen: each extension times out
+/// after rt, the next starts rt later. With validity/3 between 4 rt and
+/// 5 rt, the second attempt is still in flight at give_up_at; `tend` says
+/// Pending and `next = give_up_at` (past): a busy loop until it ends.
+#[test]
+fn the_driver_sleeps_while_an_extension_runs_past_give_up() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start().unwrap()).collect();
+    let client = Client::builder()
+        .servers(servers.iter().map(|s| s.addr().to_string()))
+        .request_timeout(Duration::from_millis(600))
+        .build_async()
+        .unwrap();
+    // validity ~8.1 s: extend_at = vu - 2.7 s, give_up_at = vu - 1.2 s;
+    // attempts [vu-2.7, vu-2.1], [vu-1.5, vu-0.9].
+    let auto = futures::executor::block_on(
+        client.lock_auto_extend("async-safety-giveup-spin", Duration::from_millis(8200)),
+    )
+    .unwrap();
+    let vu = auto.lock().valid_until();
+    servers[0].signal("STOP").unwrap();
+    servers[1].signal("STOP").unwrap();
+    std::thread::sleep(
+        (vu - Duration::from_millis(1250)).saturating_duration_since(Instant::now()),
+    );
+    let before = driver_ticks();
+    let lost_before = auto.is_lost();
+    std::thread::sleep((vu - Duration::from_millis(850)).saturating_duration_since(Instant::now()));
+    let used = driver_ticks() - before;
+    servers[0].signal("CONT").unwrap();
+    servers[1].signal("CONT").unwrap();
+    assert!(!lost_before);
+    assert!(
+        used < 10,
+        "the driver used {used} of 40 ticks past give_up_at"
+    );
+}
+
+/// A task's waker that panics (user code: an executor's waker) is woken on
+/// the driver thread: that turn of the driver fails, and the next goes on
+/// with the watched locks it holds (before the fix, they were dropped: the
+/// key expired, another client took the lock, and `is_lost()` still said
+/// false: two holders).
+#[test]
+fn a_panicking_waker_does_not_drop_watched_locks() {
+    extern crate alloc;
+    use alloc::sync::Arc;
+    use alloc::task::Wake;
+    use core::task::{Context, Waker};
+    struct Boom;
+    impl Wake for Boom {
+        fn wake(self: Arc<Self>) {
+            panic!("an executor's waker panics");
+        }
+    }
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start().unwrap()).collect();
+    let client = Client::builder()
+        .servers(servers.iter().map(|s| s.addr().to_string()))
+        .build_async()
+        .unwrap();
+    let other = Client::builder()
+        .servers(servers.iter().map(|s| s.addr().to_string()))
+        .build()
+        .unwrap();
+    let auto = futures::executor::block_on(
+        client.lock_auto_extend("async-safety-panic", Duration::from_millis(1000)),
+    )
+    .unwrap();
+    // One poll with the panicking waker: submitted; the driver leads it and
+    // wakes that waker when it is done.
+    let waker = Waker::from(Arc::new(Boom));
+    let mut fut = Box::pin(client.inspect("async-safety-other"));
+    let _ = fut.as_mut().poll(&mut Context::from_waker(&waker));
+    std::thread::sleep(Duration::from_millis(2500));
+    let theirs = other.try_lock("async-safety-panic", Duration::from_secs(10));
+    assert!(
+        theirs.is_err() || auto.is_lost(),
+        "two holders: another client holds the lock while the watched lock says it holds it"
+    );
+    drop(fut);
 }

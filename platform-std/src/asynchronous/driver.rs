@@ -8,6 +8,7 @@
 //! handle of the client is gone and nothing of its own is left to do.
 
 use alloc::sync::Arc;
+use core::sync::atomic::{AtomicBool, Ordering};
 use core::task::{Poll, Waker};
 use core::time::Duration;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -27,6 +28,8 @@ const DRIVER_WAITER: u64 = 0;
 #[derive(Debug, Default)]
 pub(crate) struct Driver {
     inbox: Mutex<Inbox>,
+    /// A name lookup runs (on its own thread).
+    looking_up: AtomicBool,
 }
 
 /// What the API hands the driver, taken by it on each turn.
@@ -155,19 +158,55 @@ enum Phase {
     Limit,
 }
 
-/// The driver thread's loop.
+/// The driver thread's loop: its turns, each under `catch_unwind`, so that
+/// a waker that panics (the driver wakes tasks) costs one turn, not the
+/// watched locks, the adopted operations and the releases it holds.
 fn run(shared: &Arc<Shared>) {
-    // Should the driver itself ever unwind (a bug), the client is not left
-    // with a leader that never polls, nor with a driver said to run.
+    // Should the driver itself ever unwind all the same (a bug), the
+    // client is not left with a leader that never polls, nor with a
+    // driver said to run.
     let _exit = ExitGuard(shared);
-    let transport = &shared.transport;
-    let waker = Waker::from(transport.kick().clone());
-    let mut calls: Vec<Call> = Vec::new();
-    let mut adopted: Vec<Adopted> = Vec::new();
-    let mut watched: Vec<Watched> = Vec::new();
-    // The driver is in line for a slot (for a call or an extension).
-    let mut queued = false;
+    let waker = Waker::from(shared.transport.kick().clone());
+    let mut work = Work::default();
     loop {
+        let turn =
+            std::panic::catch_unwind(core::panic::AssertUnwindSafe(|| work.turn(shared, &waker)));
+        match turn {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(_) => {
+                log::error!("redlock: a turn of the driver thread panicked (a waker?); going on");
+                shared.transport.driver_turn_failed();
+            }
+        }
+    }
+}
+
+/// What the driver holds between its turns.
+#[derive(Debug, Default)]
+struct Work {
+    /// Operations nobody waits for, not started yet (no slot was free).
+    calls: Vec<Call>,
+    /// Operations it polls to their end.
+    adopted: Vec<Adopted>,
+    /// Locks it keeps alive.
+    watched: Vec<Watched>,
+    /// The driver is in line for a slot (for a call or an extension).
+    queued: bool,
+}
+
+impl Work {
+    /// One turn; false once the driver is to end.
+    fn turn(&mut self, shared: &Arc<Shared>, waker: &Waker) -> bool {
+        let transport = &shared.transport;
+        let Work {
+            calls,
+            adopted,
+            watched,
+            queued,
+        } = self;
+        // Kicks from here on are for what this turn may not see.
+        transport.kick().take();
         {
             let mut inbox = shared.driver.inbox();
             calls.append(&mut inbox.calls);
@@ -181,25 +220,16 @@ fn run(shared: &Arc<Shared>) {
                     give_up_at,
                 });
             }
-            if inbox.shutdown
-                && calls.is_empty()
-                && adopted.is_empty()
-                && watched.is_empty()
-                && transport.idle()
-            {
-                inbox.running = false;
-                return;
-            }
         }
         // Name lookups block: on a thread of their own, never here (the
-        // driver may lead) nor in a task.
-        if transport.lookups_wanted() {
+        // driver may lead) nor in a task; one at a time.
+        if transport.lookups_wanted() && !shared.driver.looking_up.load(Ordering::SeqCst) {
             look_up_names(shared);
         }
         let mut wants_slot = false;
         // What nobody waits for starts as soon as a slot is free.
         while let Some(call) = calls.pop() {
-            match transport.submit(call, &waker, DRIVER_WAITER) {
+            match transport.submit(call, waker, DRIVER_WAITER) {
                 Ok(ticket) => adopted.push(Adopted {
                     ticket,
                     resource: None,
@@ -215,7 +245,7 @@ fn run(shared: &Arc<Shared>) {
         let mut i = 0;
         while i < adopted.len() {
             let ticket = adopted[i].ticket;
-            match poll_quietly(shared, ticket, &waker) {
+            match poll_quietly(shared, ticket, waker) {
                 Poll::Pending => i += 1,
                 Poll::Ready(answer) => {
                     let done = adopted.swap_remove(i);
@@ -229,16 +259,22 @@ fn run(shared: &Arc<Shared>) {
         let now = StdInstant::now();
         let mut next: Option<StdInstant> = None;
         watched.retain_mut(|w| {
-            let keep = tend(shared, w, &waker, now, &mut adopted);
+            let keep = tend(shared, w, waker, now, adopted);
             if keep {
                 wants_slot |= w.needs_slot;
                 // While extending too: a backstop for the loss (the
                 // extension's outcome wakes the driver before it).
                 let at = match w.phase {
-                    Phase::Wait(at) => at.min(w.give_up_at),
-                    Phase::Extending(_) | Phase::Limit => w.give_up_at,
+                    // Waiting for a slot: SLOT_RETRY (below) bounds it.
+                    Phase::Wait(_) if w.needs_slot => Some(w.give_up_at),
+                    Phase::Wait(at) => Some(at.min(w.give_up_at)),
+                    // Past give_up_at the extension's own end wakes us.
+                    Phase::Extending(_) => Some(w.give_up_at).filter(|&g| g > now),
+                    Phase::Limit => Some(w.give_up_at),
                 };
-                next = Some(next.map_or(at, |n| n.min(at)));
+                if let Some(at) = at {
+                    next = Some(next.map_or(at, |n| n.min(at)));
+                }
             }
             keep
         });
@@ -246,12 +282,30 @@ fn run(shared: &Arc<Shared>) {
             // In line for a slot: a freed one kicks; this bounds a missed one.
             let bound = now + SLOT_RETRY;
             next = Some(next.map_or(bound, |n| n.min(bound)));
-        } else if queued {
+        } else if *queued {
             // No longer in line: the place goes to the next task.
             transport.cancel_wait(DRIVER_WAITER);
         }
-        queued = wants_slot;
+        *queued = wants_slot;
+        {
+            // Every handle gone, and nothing left of its own: it ends (after
+            // this turn's tickets were polled, with nothing new handed in).
+            let mut inbox = shared.driver.inbox();
+            if inbox.shutdown
+                && inbox.calls.is_empty()
+                && inbox.adopted.is_empty()
+                && inbox.watches.is_empty()
+                && calls.is_empty()
+                && adopted.is_empty()
+                && watched.is_empty()
+                && transport.idle()
+            {
+                inbox.running = false;
+                return false;
+            }
+        }
         transport.drive(next);
+        true
     }
 }
 
@@ -275,16 +329,24 @@ impl Drop for ExitGuard<'_> {
 /// Looks up host names on a short-lived thread (a lookup may block for
 /// seconds; the driver must go on leading meanwhile).
 fn look_up_names(shared: &Arc<Shared>) {
+    let mask = shared.transport.take_lookups();
+    if mask == 0 {
+        return;
+    }
+    shared.driver.looking_up.store(true, Ordering::SeqCst);
     let for_lookup = shared.clone();
     let spawned = std::thread::Builder::new()
         .name("redlock-lookup".into())
         .spawn(move || {
-            for_lookup.transport.resolve_wanted_names();
+            for_lookup.transport.resolve_names(mask);
+            for_lookup.driver.looking_up.store(false, Ordering::SeqCst);
             for_lookup.transport.kick_driver();
         });
     if let Err(e) = spawned {
-        // The next blocking call looks them up, or the next turn here.
+        // Asked for again, for the next blocking call or a later turn here.
         log::warn!("redlock: cannot start a name lookup: {e}");
+        shared.transport.want_lookups(mask);
+        shared.driver.looking_up.store(false, Ordering::SeqCst);
     }
 }
 

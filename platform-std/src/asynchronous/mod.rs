@@ -42,6 +42,16 @@
 //!
 //! An operation that panics (the core's do not) panics the task that
 //! awaits it.
+//!
+//! # Slots
+//!
+//! A client runs at most 64 operations at once; more calls wait in line,
+//! first come first, and acquisitions may not take the last 8 slots
+//! (kept for releases and extensions, so that a crowd of contenders never
+//! starves a holder). A call woken because a slot was freed for it keeps
+//! that turn until it is polled or dropped, as with a fair semaphore: a
+//! future kept alive but no longer polled (a `select!` on `&mut fut` whose
+//! other branch won, say) holds back the ones behind it until it is dropped.
 
 use alloc::sync::Arc;
 use core::future::Future;

@@ -40,8 +40,9 @@ pub(super) struct Leadership {
     pub(super) active: u64,
     /// Slots whose operation is done and whose owner waits: to be woken.
     pub(super) to_wake: u64,
-    /// Threads waiting for a free slot.
+    /// Threads waiting for a free slot (not urgent, urgent).
     pub(super) slot_waiters: usize,
+    pub(super) slot_waiters_urgent: usize,
     /// Since when the driver, with nothing running, writes what is left
     /// queued (see `Transport::drive`).
     pub(super) drain_since: Option<StdInstant>,
@@ -129,10 +130,17 @@ impl<J: Job> Transport<J> {
             if let Some(s) = st.take_slot(urgent) {
                 break s;
             }
-            st.lead.slot_waiters += 1;
-            st.check_leadership();
-            st = relock(self.slot_free.wait(st));
-            st.lead.slot_waiters -= 1;
+            if urgent {
+                st.lead.slot_waiters_urgent += 1;
+                st.check_leadership();
+                st = relock(self.slot_free_urgent.wait(st));
+                st.lead.slot_waiters_urgent -= 1;
+            } else {
+                st.lead.slot_waiters += 1;
+                st.check_leadership();
+                st = relock(self.slot_free.wait(st));
+                st.lead.slot_waiters -= 1;
+            }
         };
         st.serial += 1;
         let serial = st.serial;
@@ -222,10 +230,13 @@ impl<J: Job> Transport<J> {
         }
         st.lead.active &= !bit(slot);
         st.free.push(slot as u16);
-        if st.lead.slot_waiters > 0 {
-            // All of them: the first may be an acquisition that may not take
-            // a reserved slot, and an unlock behind it may.
-            self.slot_free.notify_all();
+        // One thread that may take the slot: an acquisition only while more
+        // than the reserved slots are free (a woken thread that finds the
+        // slot taken means another took it: no wake-up is lost).
+        if st.free.len() > RESERVED_SLOTS && st.lead.slot_waiters > 0 {
+            self.slot_free.notify_one();
+        } else if st.lead.slot_waiters_urgent > 0 {
+            self.slot_free_urgent.notify_one();
         }
         // The first task in line that may take the slot tries again (out of
         // the queue: it queues again if another took the slot first).
@@ -320,13 +331,15 @@ impl<J: Job> Transport<J> {
                 return st;
             }
         }
-        let deadline = match (st.next_deadline(self.epoch), cap) {
+        let mut deadline = match (st.next_deadline(self.epoch), cap) {
             (Some(d), Some(c)) => Some(d.min(c)),
             (d, c) => d.or(c),
         };
         st.lead.polling = true;
         // A kick of the driver (work of its own) must end its poll too.
-        self.kick.set_polling(st.lead.driver);
+        if self.kick.set_polling(st.lead.driver) && st.lead.driver {
+            deadline = Some(StdInstant::now());
+        }
         let wake = core::mem::take(&mut st.lead.to_wake);
         st.check_leadership();
         drop(st);
@@ -358,7 +371,7 @@ impl<J: Job> Transport<J> {
         let mut st = self.lock();
         st.lead.polling = false;
         st.lead.woken = false;
-        self.kick.set_polling(false);
+        let _ = self.kick.set_polling(false);
         let now = self.now();
         st.progress_connects();
         st.read_ready(ready, now);

@@ -161,6 +161,10 @@ pub(crate) struct Transport<J: Job> {
     /// taken by whoever wakes the slot's owner, outside it.
     task_wakers: Box<[Mutex<Option<Waker>>]>,
     slot_free: Condvar,
+    /// Threads with an urgent operation ([`Job::urgent`]) wait for a slot
+    /// here, the others on `slot_free`: a freed slot wakes one thread
+    /// that may take it.
+    slot_free_urgent: Condvar,
     /// Wakes the driver thread (see `task.rs`) when it waits for work.
     kick: Arc<Kick>,
     /// The origin of the core's clock.
@@ -306,6 +310,7 @@ impl<J: Job> Transport<J> {
             wakeups: (0..MAX_SLOTS).map(|_| Condvar::new()).collect(),
             task_wakers: (0..MAX_SLOTS).map(|_| Mutex::new(None)).collect(),
             slot_free: Condvar::new(),
+            slot_free_urgent: Condvar::new(),
             kick,
             epoch: now,
             resolve_wanted,
@@ -327,6 +332,13 @@ impl<J: Job> Transport<J> {
     pub(crate) fn resolve_wanted_names(&self) {
         // Nothing wanted: no lock taken (the common case).
         let mask = self.resolve_wanted.swap(0, Ordering::Relaxed);
+        self.resolve_names(mask);
+    }
+
+    /// Looks up the host names of the servers in `mask` (bit i = server
+    /// i), without holding the state lock, and hands the connections what
+    /// was found.
+    pub(crate) fn resolve_names(&self, mask: u16) {
         if mask == 0 {
             return;
         }

@@ -77,17 +77,32 @@ impl Kick {
         }
     }
 
-    /// Set by the leader around its poll: whether it is the driver.
-    pub(super) fn set_polling(&self, driver: bool) {
+    /// Set by the leader around its poll: whether it is the driver. True if
+    /// the driver was kicked meanwhile (it then polls without waiting).
+    pub(super) fn set_polling(&self, driver: bool) -> bool {
+        // Under the kick's lock: a kick either sees `polling` or is seen here.
+        let kicked = relock(self.kicked.lock());
         self.polling.store(driver, Ordering::SeqCst);
+        *kicked
+    }
+
+    /// Takes a pending kick (the driver, before it reads its inbox).
+    pub(crate) fn take(&self) -> bool {
+        core::mem::take(&mut *relock(self.kicked.lock()))
     }
 
     /// Wakes the driver if it waits or polls (or makes its next wait return
     /// at once).
     pub(crate) fn kick(&self) {
-        *relock(self.kicked.lock()) = true;
+        let polling = {
+            let mut kicked = relock(self.kicked.lock());
+            *kicked = true;
+            // Read under the kick's lock: a kick either sees the driver
+            // polling, or is seen by `set_polling` before it polls.
+            self.polling.load(Ordering::SeqCst)
+        };
         self.cv.notify_one();
-        if self.polling.load(Ordering::SeqCst) {
+        if polling {
             // A spurious end of the poll at worst: everything is re-checked.
             if let Err(e) = self.poll_waker.wake() {
                 log::warn!("redlock: cannot wake the poll: {e}");
@@ -142,6 +157,29 @@ impl<J: Job> Transport<J> {
         self.resolve_wanted.load(Ordering::Relaxed) != 0
     }
 
+    /// The host names to look up again (bit i = server i), taken: whoever
+    /// takes them looks them up with
+    /// [`resolve_names`](Transport::resolve_names).
+    pub(crate) fn take_lookups(&self) -> u16 {
+        self.resolve_wanted.swap(0, Ordering::Relaxed)
+    }
+
+    /// Asks for the host names in `mask` to be looked up again.
+    pub(crate) fn want_lookups(&self, mask: u16) {
+        self.resolve_wanted.fetch_or(mask, Ordering::Relaxed);
+    }
+
+    /// The driver's turn failed (a waker that panicked while it led): the
+    /// poll flags are reset, the role kept, so that the next turn goes on.
+    pub(crate) fn driver_turn_failed(&self) {
+        let mut st = self.lock();
+        if st.lead.driver {
+            st.lead.polling = false;
+            st.lead.woken = false;
+            let _ = self.kick.set_polling(false);
+        }
+    }
+
     /// The driver thread is gone (it failed): it gives up the role if it
     /// had it, so that a blocking caller or a new driver takes over.
     pub(crate) fn driver_gone(&self) {
@@ -149,7 +187,7 @@ impl<J: Job> Transport<J> {
         if st.lead.driver {
             st.lead.polling = false;
             st.lead.woken = false;
-            self.kick.set_polling(false);
+            let _ = self.kick.set_polling(false);
             self.step_down(st);
         }
     }
@@ -361,6 +399,7 @@ impl<J: Job> Transport<J> {
     fn step_down(&self, mut st: MutexGuard<'_, State<J>>) {
         st.lead.leader = false;
         st.lead.driver = false;
+        st.lead.drain_since = None;
         st.flush_all();
         let mut wake = core::mem::take(&mut st.lead.to_wake);
         let kick = self.hand_off(&mut st, &mut wake);

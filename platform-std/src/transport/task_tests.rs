@@ -219,3 +219,39 @@ fn blocking_calls_and_tasks_mixed_all_complete() {
     driver.join().unwrap();
     assert_idle(&t);
 }
+
+/// A kick that lands after the driver read its inbox and before
+/// `lead` sets `polling` (here: before `drive` is called at all) is not
+/// lost: `drive` does not poll until the next operation deadline (2 s),
+/// the driver was told there is new work. (Failed before its fix.)
+#[test]
+fn a_kick_just_before_the_poll_ends_it() {
+    let (t, listener) = transport();
+    serve_ok(listener);
+    let (_, waker) = counting();
+    let ticket = t
+        .submit(TestOp::after(&t, 2_000, false), &waker, 1)
+        .unwrap();
+    // The driver's first turn: it leads (the submit's kick is consumed by
+    // nothing; the poll ends at once only if kicked while polling).
+    // New work arrives (run_in_background: inbox push, then kick)...
+    t.kick().kick();
+    // ... just before the driver's `drive`:
+    let start = StdInstant::now();
+    t.drive(None);
+    let took = start.elapsed();
+    assert!(
+        took < StdDuration::from_millis(1_000),
+        "a pending kick was ignored: drive polled for {took:?}"
+    );
+    let _ = await_ticket_driven(&t, ticket, &waker);
+}
+
+fn await_ticket_driven(t: &Transport<TestOp>, ticket: Ticket, waker: &Waker) -> u8 {
+    loop {
+        if let TaskPoll::Ready(out) = t.poll_ticket(ticket, waker) {
+            return out;
+        }
+        t.drive(Some(StdInstant::now() + StdDuration::from_millis(50)));
+    }
+}

@@ -822,7 +822,11 @@ fn calls_that_waited_for_their_turn_still_get_a_free_resource() {
     holder.unlock(&held).unwrap();
     for (call, result) in [("try_lock", tried), ("lock_until", waited)] {
         match result {
-            Ok(lock) => assert_eq!(lock.report().count(ServerOutcome::Ok), 3),
+            // Granted on a majority's votes (the last may be on its way).
+            Ok(lock) => assert!(
+                lock.report().count(ServerOutcome::Ok) >= 2,
+                "{call}: {lock:?}"
+            ),
             Err(e) => panic!("{call} of a free resource: {e}"),
         }
     }

@@ -190,6 +190,7 @@ fn a_contended_lock_with_two_of_five_servers_stopped_lets_other_tasks_run() {
     let held = holder.lock("res", Duration::from_secs(60)).unwrap();
     let c = builder(&s)
         .retry(3, Duration::from_millis(20))
+        .request_timeout(Duration::from_millis(300))
         .build_async()
         .unwrap();
     let rt = current_thread();
@@ -242,6 +243,7 @@ fn a_lock_obtained_when_the_holder_lets_go_never_held_up_the_executor() {
     let held = holder.lock("res", Duration::from_secs(60)).unwrap();
     let c = builder(&s)
         .retry(0, Duration::from_millis(10))
+        .request_timeout(Duration::from_secs(1))
         .build_async()
         .unwrap();
     let rt = current_thread();
@@ -400,8 +402,8 @@ impl Fixture {
     fn start() -> Arc<Fixture> {
         let servers = servers(3);
         // Request timeouts with room for a loaded machine (the defaults
-        // for the short ttls below would be a few ms).
-        let builder = builder(&servers).request_timeout(Duration::from_millis(500));
+        // for the ttls below would be tens of ms).
+        let builder = builder(&servers).request_timeout(Duration::from_secs(1));
         let client = builder.clone().build_async().unwrap();
         let fenced = builder.fencing(true).build_async().unwrap();
         Arc::new(Fixture {
@@ -503,9 +505,9 @@ async fn basic_operations(fx: Arc<Fixture>, run: String) {
 
     // lock_auto_extend: kept past its ttl (the first key would have
     // expired), not lost, exclusive; then released.
-    let short = Duration::from_secs(3);
+    let short = Duration::from_secs(6);
     let auto = c.lock_auto_extend(&res, short).await.unwrap();
-    sleep(Duration::from_secs(4)).await;
+    sleep(Duration::from_secs(7)).await;
     assert!(!auto.is_lost(), "{:?}", auto.lost());
     assert!(auto.lock().extensions() >= 1);
     fx.assert_held(&res, auto.lock().token());
@@ -532,7 +534,7 @@ async fn basic_operations(fx: Arc<Fixture>, run: String) {
 
     // with_lock whose keys are deleted behind its back: the body learns it.
     let why = c
-        .with_lock(&res, Duration::from_secs(2), |lost| async {
+        .with_lock(&res, Duration::from_secs(6), |lost| async {
             for s in &fx.servers {
                 s.conn()
                     .unwrap()
@@ -617,11 +619,12 @@ struct Register {
 }
 
 /// Client settings for a crowd: a short jitter, so that waiting tasks
-/// retry often (each retry also waits the request timeout).
+/// retry often (each retry also waits the request timeout, which leaves
+/// room for a loaded machine).
 fn crowd_client(servers: &[RedisServer]) -> AsyncClient {
     builder(servers)
         .retry(3, Duration::from_millis(5))
-        .request_timeout(Duration::from_millis(100))
+        .request_timeout(Duration::from_millis(300))
         .build_async()
         .unwrap()
 }
@@ -718,15 +721,17 @@ fn no_update_lost(registers: &[Rc<Register>]) {
 
 /// The liveness of a crowd's run: every task got its lock before its
 /// deadline, with time left to write, and released it while its key was
-/// still there (no server said it was gone).
+/// still there (no majority said it was gone).
 fn everyone_served_in_time(registers: &[Rc<Register>], results: &[Result<Released, Error>]) {
     let failed: Vec<&Error> = results.iter().filter_map(|r| r.as_ref().err()).collect();
     let too_late: u32 = registers.iter().map(|r| r.too_late.get()).sum();
+    // (A minority may say so of a lock granted on a majority's votes.)
     let expired_first = results
         .iter()
         .filter(|r| {
-            r.as_ref()
-                .is_ok_and(|released| released.report.count(ServerOutcome::NotHeld) > 0)
+            r.as_ref().is_ok_and(|released| {
+                released.report.count(ServerOutcome::NotHeld) > released.report.len() / 2
+            })
         })
         .count();
     assert!(

@@ -32,8 +32,9 @@
 //!   releases (A5) whatever its attempt wins, in the background, without
 //!   blocking the dropping thread;
 //! - an `unlock`, `extend`, `inspect` or `fence_repair` future dropped
-//!   mid-flight runs to its end in the background (an unlock still
-//!   releases);
+//!   mid-flight runs to its end in the background; an unlock still
+//!   releases even if it was dropped while it waited for a free slot
+//!   (the others are then dropped unsent);
 //! - dropping an [`AsyncLockGuard`] or an [`AsyncAutoLock`] releases in
 //!   the background;
 //! - no future holds a lock of the client's across an `.await`: every
@@ -187,8 +188,15 @@ impl Drop for Running<'_> {
     fn drop(&mut self) {
         if let Some(ticket) = self.ticket.take() {
             self.client.abandon(ticket, self.resource.take());
-        } else if self.call.is_some() {
+        } else if let Some(call) = self.call.take() {
+            // Still in line for a slot: nothing was sent. A release runs
+            // all the same, in the background (the lock it gives back may
+            // be known to nobody else any more: a guard's, a watched one's);
+            // anything else is dropped unsent.
             self.client.shared.transport.cancel_wait(self.waiter);
+            if let Call::Release(_) = call {
+                self.client.run_in_background(call);
+            }
         }
     }
 }

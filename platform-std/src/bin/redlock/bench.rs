@@ -511,4 +511,60 @@ mod tests {
         assert_eq!(percentiles(&v), [500.0, 900.0, 990.0, 999.0, 1000.0]);
         assert!(percentiles(&[]).iter().all(|x| x.is_nan()));
     }
+
+    /// Ready once another thread, started on its first poll, has slept
+    /// `after` and woken it (as the client's driver thread wakes a task).
+    struct WokenElsewhere {
+        after: Duration,
+        done: Option<Arc<AtomicBool>>,
+    }
+
+    impl Future for WokenElsewhere {
+        type Output = ();
+
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            match &self.done {
+                Some(done) if done.load(Ordering::Acquire) => Poll::Ready(()),
+                Some(_) => Poll::Pending,
+                None => {
+                    let done = Arc::new(AtomicBool::new(false));
+                    let (flag, waker, after) = (done.clone(), cx.waker().clone(), self.after);
+                    std::thread::spawn(move || {
+                        std::thread::sleep(after);
+                        flag.store(true, Ordering::Release);
+                        waker.wake();
+                    });
+                    self.done = Some(done);
+                    Poll::Pending
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn run_tasks_runs_every_task_to_its_end_and_keeps_their_order() {
+        let timers = Timers::default();
+        let started = Instant::now();
+        let futures: Vec<Pin<Box<dyn Future<Output = u64> + '_>>> = (0..4u64)
+            .map(|i| {
+                let timers = &timers;
+                Box::pin(async move {
+                    // Woken from other threads, in the reverse order.
+                    WokenElsewhere {
+                        after: Duration::from_millis(20 - 5 * i),
+                        done: None,
+                    }
+                    .await;
+                    // Then paused by the executor's own timers.
+                    Pause::new(timers, Duration::from_millis(10)).await;
+                    i
+                }) as Pin<Box<dyn Future<Output = u64> + '_>>
+            })
+            .collect();
+        assert_eq!(run_tasks(futures, &timers), vec![0, 1, 2, 3]);
+        // The first task: woken after 20 ms, then paused 10 ms.
+        assert!(started.elapsed() >= Duration::from_millis(30));
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert!(timers.borrow().is_empty());
+    }
 }

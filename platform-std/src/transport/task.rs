@@ -2,8 +2,10 @@
 //! driver thread's turns as the leader.
 //!
 //! A task must never block, so it never leads: it moves its operation into
-//! a slot, queues and writes its first requests on its own thread (no
-//! wake-up stands between a call and its requests on the wire), leaves a
+//! a slot, queues its first requests, and writes them on its own thread
+//! when nothing else is in flight (no wake-up stands between a lone call
+//! and its requests on the wire; with other operations in flight the
+//! leader writes them in one batch per socket), leaves a
 //! [`Waker`] in the slot and returns `Pending`. Whoever leads (a blocking
 //! caller of the same client, or else the client's driver thread) drives
 //! it with every other operation and wakes the task once, when it is done.
@@ -229,11 +231,12 @@ impl<J: Job> Transport<J> {
         *relock(self.task_wakers[slot].lock()) = Some(waker.clone());
         st.lead.active |= bit(slot);
         st.pump(slot, self.now());
-        // Written now: the leader (or the driver) only has to read.
-        st.flush_all();
         let mut kick = false;
         if st.lead.polling {
-            // A poll in progress learns the new deadlines (and connects).
+            // Operations are in flight: the requests stay queued, and the
+            // leader, woken once per poll however many tasks submit,
+            // writes them with the others in one write per socket (as it
+            // does for blocking callers); it also learns the new deadlines.
             if !st.lead.woken {
                 st.lead.woken = true;
                 if let Err(e) = self.waker.wake() {
@@ -241,8 +244,13 @@ impl<J: Job> Transport<J> {
                 }
             }
         } else if !st.lead.leader {
+            // Nothing in flight: written now, from this thread (no wake-up
+            // before the requests are on the wire); the driver only reads.
+            st.flush_all();
             kick = !st.slots[slot].done;
         }
+        // (A leader between two polls writes what was queued before its
+        // next poll.)
         st.check_leadership();
         drop(st);
         if kick {

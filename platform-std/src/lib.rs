@@ -32,6 +32,13 @@ use crate::transport::{ConnConfig, Transport};
 pub use crate::url::{Secret, ServerUrl, UrlError};
 pub use crate::watchdog::{AutoLock, LockGuard, Lost, OnLost};
 
+/// The guard of a lock whose holder panicked: the client's shared state is
+/// kept consistent by each critical section (operations run under
+/// `catch_unwind`), so it is used as it is.
+pub(crate) fn relock<T>(r: Result<T, std::sync::PoisonError<T>>) -> T {
+    r.unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The OS random number generator, for tokens. A failure is an error.
 /// The last failure is kept, so that the error reports the OS's own.
 #[derive(Default)]

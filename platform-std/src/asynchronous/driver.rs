@@ -11,13 +11,13 @@ use alloc::sync::Arc;
 use core::sync::atomic::{AtomicBool, Ordering};
 use core::task::{Poll, Waker};
 use core::time::Duration;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Instant as StdInstant;
 
 use crate::call::{Answer, Call};
 use crate::transport::{Abandoned, Ticket};
 use crate::watchdog::Lost;
-use crate::{Client, Error, Lock, Resource, Shared, core_duration};
+use crate::{Client, Error, Lock, Resource, Shared, core_duration, relock};
 
 use super::watch::WatchShared;
 
@@ -53,10 +53,6 @@ struct Adopted {
     ticket: Ticket,
     /// For an acquisition: its resource, to release what it may still win.
     resource: Option<Resource>,
-}
-
-fn relock<T>(r: Result<T, PoisonError<T>>) -> T {
-    r.unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Driver {

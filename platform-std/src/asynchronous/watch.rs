@@ -8,16 +8,12 @@ use core::pin::Pin;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use core::task::{Context, Poll, Waker};
 use core::time::Duration;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 
 use crate::watchdog::Lost;
-use crate::{Error, Lock, Released};
+use crate::{Error, Lock, Released, relock};
 
 use super::AsyncClient;
-
-fn relock<T>(r: Result<T, PoisonError<T>>) -> T {
-    r.unwrap_or_else(PoisonError::into_inner)
-}
 
 /// A watched lock, shared by its [`AsyncAutoLock`], its [`WhenLost`]
 /// futures and the driver that extends it.

@@ -154,10 +154,7 @@ impl<J: Job> Transport<J> {
         // them (woken once per poll, for every caller that queues); without
         // a leader, this thread leads and writes them before it polls.
         st.pump(slot, self.now());
-        if st.lead.polling && !st.lead.woken {
-            st.lead.woken = true;
-            let _ = self.waker.wake();
-        }
+        self.wake_poll(&mut st);
         while !st.slots[slot].done {
             if guard.leading || !st.lead.leader {
                 st.lead.leader = true;

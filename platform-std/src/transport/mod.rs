@@ -70,7 +70,7 @@ use core::task::Waker;
 use std::io::{self, Read, Write};
 use std::net::ToSocketAddrs;
 use std::panic::{catch_unwind, resume_unwind};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Instant as StdInstant;
 
 use core::time::Duration as StdDuration;
@@ -216,12 +216,10 @@ pub(crate) const CLOCK_ORIGIN_MICROS: u64 = 20 * 365 * 24 * 3600 * 1_000_000;
 /// each, so 64 slots stay well below it.
 const MAX_OUTSTANDING: usize = 1024;
 
-fn relock<T>(r: Result<T, PoisonError<T>>) -> T {
-    // Operations run under `catch_unwind`, so the lock is poisoned only by a
-    // bug of the transport itself; its state is still consistent enough to
-    // go on (every operation re-checks its own).
-    r.unwrap_or_else(PoisonError::into_inner)
-}
+// Operations run under `catch_unwind`, so a lock is poisoned only by a bug
+// of the transport itself; its state is still consistent enough to go on
+// (every operation re-checks its own).
+use crate::relock;
 
 fn bit(i: usize) -> u64 {
     1u64.checked_shl(i as u32).unwrap_or(0)
@@ -315,6 +313,17 @@ impl<J: Job> Transport<J> {
             epoch: now,
             resolve_wanted,
         })
+    }
+
+    /// Ends the leader's poll in progress, once per poll, so that it
+    /// learns what was queued meanwhile (new requests, deadlines, connects).
+    fn wake_poll(&self, st: &mut State<J>) {
+        if st.lead.polling && !st.lead.woken {
+            st.lead.woken = true;
+            if let Err(e) = self.waker.wake() {
+                log::warn!("redlock: cannot wake the poll: {e}");
+            }
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State<J>> {

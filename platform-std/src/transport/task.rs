@@ -237,12 +237,7 @@ impl<J: Job> Transport<J> {
             // leader, woken once per poll however many tasks submit,
             // writes them with the others in one write per socket (as it
             // does for blocking callers); it also learns the new deadlines.
-            if !st.lead.woken {
-                st.lead.woken = true;
-                if let Err(e) = self.waker.wake() {
-                    log::warn!("redlock: cannot wake the poll: {e}");
-                }
-            }
+            self.wake_poll(&mut st);
         } else if !st.lead.leader {
             // Nothing in flight: written now, from this thread (no wake-up
             // before the requests are on the wire); the driver only reads.
@@ -313,12 +308,7 @@ impl<J: Job> Transport<J> {
         st.flush_all();
         // Its deadlines changed (a backoff ended early): a poll in progress
         // learns them.
-        if st.lead.polling && !st.lead.woken {
-            st.lead.woken = true;
-            if let Err(e) = self.waker.wake() {
-                log::warn!("redlock: cannot wake the poll: {e}");
-            }
-        }
+        self.wake_poll(&mut st);
         let kick = !st.lead.leader;
         st.check_leadership();
         drop(st);

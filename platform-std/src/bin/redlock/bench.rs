@@ -64,6 +64,35 @@ struct Samples {
     last_error: Option<String>,
 }
 
+/// How long a worker or task waits after an error (servers down).
+const ERROR_PAUSE: Duration = Duration::from_millis(10);
+
+impl Samples {
+    /// A cycle that acquired at `t0..t1` and released (or failed to) at
+    /// `t1..t2`.
+    fn cycle(&mut self, t0: Instant, t1: Instant, t2: Instant, released: bool, done: &AtomicU64) {
+        self.acquire_ns.push(nanos(t1 - t0));
+        if released {
+            self.release_ns.push(nanos(t2 - t1));
+            done.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.errors += 1;
+        }
+    }
+
+    /// An acquisition that failed; true if it was an error (not a
+    /// conflict), after which the caller pauses.
+    fn failed(&mut self, e: Error) -> bool {
+        if let Error::Conflict(_) = e {
+            self.conflicts += 1;
+            return false;
+        }
+        self.errors += 1;
+        self.last_error = Some(e.to_string());
+        true
+    }
+}
+
 pub(crate) fn bench(raw: &[String]) -> Result<u8, Failure> {
     let spec = Spec {
         client: ONE_ATTEMPT_OPTIONS,
@@ -269,26 +298,18 @@ fn worker(
     };
     while !stop.load(Ordering::Relaxed) {
         let t0 = Instant::now();
-        match client.try_lock(resource, ttl) {
+        let failed = match client.try_lock(resource, ttl) {
             Ok(lock) => {
                 let t1 = Instant::now();
-                let released = client.unlock(&lock);
-                let t2 = Instant::now();
-                s.acquire_ns.push(nanos(t1 - t0));
-                if released.is_ok() {
-                    s.release_ns.push(nanos(t2 - t1));
-                    done.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    s.errors += 1;
-                }
+                let released = client.unlock(&lock).is_ok();
+                s.cycle(t0, t1, Instant::now(), released, done);
+                false
             }
-            Err(Error::Conflict(_)) => s.conflicts += 1,
-            Err(e) => {
-                s.errors += 1;
-                s.last_error = Some(e.to_string());
-                // Do not spin on servers that are down.
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            Err(e) => s.failed(e),
+        };
+        if failed {
+            // Do not spin on servers that are down.
+            std::thread::sleep(ERROR_PAUSE);
         }
     }
     s
@@ -310,27 +331,19 @@ async fn task(
     };
     while !stop.load(Ordering::Relaxed) {
         let t0 = Instant::now();
-        match client.try_lock(&resource, ttl).await {
+        let failed = match client.try_lock(&resource, ttl).await {
             Ok(lock) => {
                 let t1 = Instant::now();
-                let released = client.unlock(&lock).await;
-                let t2 = Instant::now();
-                s.acquire_ns.push(nanos(t1 - t0));
-                if released.is_ok() {
-                    s.release_ns.push(nanos(t2 - t1));
-                    done.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    s.errors += 1;
-                }
+                let released = client.unlock(&lock).await.is_ok();
+                s.cycle(t0, t1, Instant::now(), released, done);
+                false
             }
-            Err(Error::Conflict(_)) => s.conflicts += 1,
-            Err(e) => {
-                s.errors += 1;
-                s.last_error = Some(e.to_string());
-                // Do not spin on servers that are down (without blocking
-                // the other tasks).
-                Pause::new(timers, Duration::from_millis(10)).await;
-            }
+            Err(e) => s.failed(e),
+        };
+        if failed {
+            // Do not spin on servers that are down (without blocking the
+            // other tasks).
+            Pause::new(timers, ERROR_PAUSE).await;
         }
     }
     s

@@ -2,9 +2,10 @@
 //!
 //! [`RedisServer`] starts a real `redis-server` process on a free loopback
 //! port in its own temporary directory, waits until it answers, and stops it
-//! by pid when dropped (also when the test panics). [`Conn`] is a small
-//! blocking client built on `redlock-resp`, for tests that need to talk to a
-//! server directly.
+//! by pid when dropped (also when the test panics); [`tls`] has TLS-only
+//! ones and the certificates they use. [`Conn`] is a small blocking client
+//! built on `redlock-resp`, for tests that need to talk to a (plain) server
+//! directly.
 
 extern crate alloc;
 
@@ -24,6 +25,7 @@ pub mod fake;
 pub mod proxy;
 pub mod qemu;
 pub mod sim;
+pub mod tls;
 
 /// How long a server may take to start answering.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -81,6 +83,8 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     extra: Vec<String>,
+    /// TLS only (see [`tls`]): `port` is the TLS port, the plain one is off.
+    tls: bool,
 }
 
 impl RedisServer {
@@ -92,12 +96,18 @@ impl RedisServer {
     /// Starts a server without persistence, with extra command-line
     /// arguments (`["--requirepass", "secret"]`).
     pub fn start_with(extra: &[&str]) -> io::Result<RedisServer> {
+        RedisServer::start_mode(extra, false)
+    }
+
+    /// Starts a plain or (with `tls`, its TLS arguments in `extra`) a
+    /// TLS-only server.
+    fn start_mode(extra: &[&str], tls: bool) -> io::Result<RedisServer> {
         let mut last_err = None;
         // A free port may be taken between the probe and the server's bind:
         // try a few ports.
         for _ in 0..5 {
             let port = free_port()?;
-            match RedisServer::spawn(port, extra) {
+            match RedisServer::spawn(port, extra, tls) {
                 Ok(server) => return Ok(server),
                 Err(e) => last_err = Some(e),
             }
@@ -105,7 +115,7 @@ impl RedisServer {
         Err(last_err.unwrap_or_else(|| io::Error::other("redis-server did not start")))
     }
 
-    fn spawn(port: u16, extra: &[&str]) -> io::Result<RedisServer> {
+    fn spawn(port: u16, extra: &[&str], tls: bool) -> io::Result<RedisServer> {
         static SEQ: AtomicUsize = AtomicUsize::new(0);
         let dir = std::env::temp_dir().join(format!(
             "redlock-test-{}-{}-{}",
@@ -115,21 +125,29 @@ impl RedisServer {
         ));
         std::fs::create_dir_all(&dir)?;
         arm_time_limit();
-        let child = RedisServer::command(port, &dir, extra)?;
+        let child = RedisServer::command(port, &dir, extra, tls)?;
         let extra = extra.iter().map(|s| s.to_string()).collect();
         let mut server = RedisServer {
             child,
             port,
             dir,
             extra,
+            tls,
         };
         server.wait_ready()?;
         Ok(server)
     }
 
-    fn command(port: u16, dir: &std::path::Path, extra: &[&str]) -> io::Result<Child> {
+    fn command(port: u16, dir: &std::path::Path, extra: &[&str], tls: bool) -> io::Result<Child> {
+        let port = port.to_string();
+        let ports: &[&str] = if tls {
+            &["--port", "0", "--tls-port", &port]
+        } else {
+            &["--port", &port]
+        };
         let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(ports)
+            .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
             .arg("--dir")
             .arg(dir)
@@ -168,7 +186,7 @@ impl RedisServer {
         loop {
             // The port may linger briefly after the kill.
             let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
-            self.child = RedisServer::command(self.port, &self.dir, &extra)?;
+            self.child = RedisServer::command(self.port, &self.dir, &extra, self.tls)?;
             match self.wait_ready() {
                 Ok(()) => return Ok(()),
                 Err(e) if Instant::now() > deadline => return Err(e),
@@ -196,9 +214,16 @@ impl RedisServer {
             if let Some(status) = self.child.try_wait()? {
                 return Err(io::Error::other(format!("redis-server exited: {status}")));
             }
-            // Any reply (PONG, or NOAUTH when a password is set) means it is
-            // up, except LOADING: it is still reading its append-only file.
-            if let Ok(mut conn) = Conn::connect(self.addr()) {
+            if self.tls {
+                // A TLS port cannot be asked in plain text: up once it
+                // accepts (it listens after loading its certificates).
+                if TcpStream::connect_timeout(&self.addr(), Duration::from_secs(2)).is_ok() {
+                    return Ok(());
+                }
+            } else if let Ok(mut conn) = Conn::connect(self.addr()) {
+                // Any reply (PONG, or NOAUTH when a password is set) means
+                // it is up, except LOADING: it is still reading its
+                // append-only file.
                 match conn.request(&[b"PING"]) {
                     Ok(Value::Error(e)) if e.starts_with(b"LOADING") => {}
                     Ok(_) => return Ok(()),
@@ -215,14 +240,20 @@ impl RedisServer {
         }
     }
 
-    /// The loopback address it listens on.
+    /// The loopback address it listens on (its TLS port's, for a TLS-only
+    /// server).
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
     }
 
-    /// Its port.
+    /// Its port (the TLS port, for a TLS-only server).
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Whether it is TLS-only ([`RedisServer::start_tls`]).
+    pub fn is_tls(&self) -> bool {
+        self.tls
     }
 
     /// Its process id.
@@ -230,8 +261,15 @@ impl RedisServer {
         self.child.id()
     }
 
-    /// A new connection to it.
+    /// A new connection to it; an error for a TLS-only server, which
+    /// [`Conn`] cannot talk to.
     pub fn conn(&self) -> io::Result<Conn> {
+        if self.tls {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a TLS-only server: Conn speaks plain RESP",
+            ));
+        }
         Conn::connect(self.addr())
     }
 }

@@ -74,6 +74,11 @@ pub enum SetupError {
     /// This entry is the same server as an earlier one (the same address
     /// and port, or the same `run_id`): one process must not vote twice.
     SameServer(ServerId),
+    /// The secure channel (TLS) to the server failed: an untrusted or
+    /// expired certificate, a name mismatch, an alert from the server, a
+    /// peer that does not speak TLS. The platform keeps the details. Fail
+    /// closed: the server is not used until a later connection passes.
+    Tls,
 }
 
 impl core::fmt::Display for SetupError {
@@ -95,6 +100,7 @@ impl core::fmt::Display for SetupError {
             SetupError::SameServer(first) => {
                 write!(f, "the same server as entry {}", first.0)
             }
+            SetupError::Tls => f.write_str("TLS failed"),
         }
     }
 }

@@ -115,6 +115,11 @@ pub enum Error {
     /// Setting up the client failed (the poll could not be created, a
     /// thread could not start).
     Io(Arc<std::io::Error>),
+    /// The TLS settings cannot be used: a CA, certificate or key file that
+    /// cannot be read or parsed, a key that does not match its
+    /// certificate, a server name that is not one. The text names the
+    /// file and what is wrong, never a key's content.
+    Tls(String),
 }
 
 impl PartialEq for Error {
@@ -144,6 +149,7 @@ impl PartialEq for Error {
             (Error::Url(a), Error::Url(b)) => a == b,
             (Error::ServerCount(a), Error::ServerCount(b)) => a == b,
             (Error::AlreadyReleased, Error::AlreadyReleased) => true,
+            (Error::Tls(a), Error::Tls(b)) => a == b,
             // I/O errors compare by kind.
             (Error::Rng(a), Error::Rng(b)) | (Error::Io(a), Error::Io(b)) => a.kind() == b.kind(),
             (
@@ -158,7 +164,8 @@ impl PartialEq for Error {
                 | Error::ServerCount(_)
                 | Error::AlreadyReleased
                 | Error::Rng(_)
-                | Error::Io(_),
+                | Error::Io(_)
+                | Error::Tls(_),
                 _,
             ) => false,
         }
@@ -225,6 +232,7 @@ impl fmt::Display for Error {
             Error::AlreadyReleased => return f.write_str("the lock was released already"),
             Error::Rng(e) => return write!(f, "the OS random number generator failed: {e}"),
             Error::Io(e) => return write!(f, "I/O error: {e}"),
+            Error::Tls(e) => return write!(f, "TLS settings: {e}"),
         };
         write!(f, "{what} ({outcomes})")
     }

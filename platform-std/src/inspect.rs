@@ -17,12 +17,25 @@ pub struct Holding {
     pub holder_len: usize,
     /// `PTTL`: remaining milliseconds, -1 for no expiry, -2 when absent.
     pub pttl_ms: i64,
+    /// For a server not used (its handshake or TLS failed): why, with the
+    /// server's own words ("TLS failed: the server's certificate has
+    /// expired"). Never a password.
+    pub refusal: Option<String>,
 }
 
 impl Holding {
     /// The remaining time to live, when the key exists and expires.
     pub fn ttl(&self) -> Option<Duration> {
         u64::try_from(self.pttl_ms).ok().map(Duration::from_millis)
+    }
+
+    /// What the outcome means, in a few words, with the reason a server
+    /// was not used when it is known.
+    pub fn describe(&self) -> String {
+        match (&self.refusal, self.outcome) {
+            (Some(text), ServerOutcome::Setup(_)) => format!("not used: {text}"),
+            (_, o) => o.to_string(),
+        }
     }
 
     /// The holder's token as text, when it is UTF-8 (ours always are).
@@ -39,11 +52,21 @@ pub struct Inspection {
 }
 
 impl Inspection {
-    pub(crate) fn from_core(inspection: &redlock_core::Inspection) -> Inspection {
+    /// The core's inspection, with the reasons servers were not used
+    /// (`refusal(i)`, server i's).
+    pub(crate) fn from_core(
+        inspection: &redlock_core::Inspection,
+        refusal: impl Fn(usize) -> Option<String>,
+    ) -> Inspection {
         let entries: Vec<Holding> = inspection
             .entries()
             .iter()
-            .map(|h| Holding {
+            .enumerate()
+            .map(|(i, h)| Holding {
+                refusal: match h.outcome {
+                    ServerOutcome::Setup(_) => refusal(i),
+                    _ => None,
+                },
                 outcome: h.outcome,
                 holder: h.holder.as_deref().map(<[u8]>::to_vec),
                 holder_len: h.holder_len,

@@ -7,6 +7,8 @@ pub mod asynchronous;
 mod call;
 mod error;
 mod inspect;
+#[cfg(feature = "tls")]
+mod tls;
 mod transport;
 pub mod url;
 mod watchdog;
@@ -28,7 +30,7 @@ pub use crate::asynchronous::{AsyncAutoLock, AsyncClient, AsyncLockGuard, WhenLo
 use crate::call::Call;
 pub use crate::error::{Error, Outcomes, describe};
 pub use crate::inspect::{Holding, Inspection};
-use crate::transport::{ConnConfig, Transport};
+use crate::transport::{ConnConfig, TlsTarget, Transport};
 pub use crate::url::{Secret, ServerUrl, UrlError};
 pub use crate::watchdog::{AutoLock, LockGuard, Lost, OnLost};
 
@@ -187,6 +189,8 @@ pub struct Builder {
     ttl: Duration,
     connect_timeout: Duration,
     limits: Limits,
+    #[cfg(feature = "tls")]
+    tls: tls::TlsOptions,
 }
 
 impl fmt::Debug for Builder {
@@ -201,18 +205,22 @@ impl fmt::Debug for Builder {
                 Err(_) => "(not a valid address)".into(),
             })
             .collect();
-        f.debug_struct("Builder")
-            .field("servers", &servers)
+        let mut d = f.debug_struct("Builder");
+        d.field("servers", &servers)
             .field("config", &self.config)
             .field("ttl", &self.ttl)
             .field("connect_timeout", &self.connect_timeout)
-            .field("limits", &self.limits)
-            .finish()
+            .field("limits", &self.limits);
+        // File paths and a name only: nothing secret.
+        #[cfg(feature = "tls")]
+        d.field("tls", &self.tls);
+        d.finish()
     }
 }
 
 impl Builder {
-    /// Adds servers, as `redis://[[user]:password@]host[:port][/db]` or `host:port`.
+    /// Adds servers, as `redis://[[user]:password@]host[:port][/db]`,
+    /// `rediss://...` (TLS, with the `tls` feature) or `host:port`.
     pub fn servers<I: IntoIterator<Item = S>, S: AsRef<str>>(mut self, urls: I) -> Self {
         self.servers
             .extend(urls.into_iter().map(|s| s.as_ref().to_string()));
@@ -289,10 +297,45 @@ impl Builder {
         self
     }
 
+    /// TLS: trust only the CA certificates of this PEM file for
+    /// `rediss://` servers, instead of the built-in roots (Mozilla's, from
+    /// `webpki-roots`). Read by [`build`](Builder::build).
+    #[cfg(feature = "tls")]
+    pub fn tls_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.tls.ca_file = Some(path.into());
+        self
+    }
+
+    /// TLS: present this client certificate (a PEM chain, the client's
+    /// own first) with its private key (PEM: PKCS#8, PKCS#1 or SEC1) to
+    /// servers that ask for one (mutual TLS, `tls-auth-clients yes`). Read
+    /// by [`build`](Builder::build); the key is never printed.
+    #[cfg(feature = "tls")]
+    pub fn tls_client_cert(
+        mut self,
+        cert: impl Into<std::path::PathBuf>,
+        key: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        self.tls.client_cert = Some((cert.into(), key.into()));
+        self
+    }
+
+    /// TLS: check every `rediss://` server's certificate against this name
+    /// (and send it as SNI) instead of the URL's host: for servers reached
+    /// by an IP address whose certificates name a host.
+    #[cfg(feature = "tls")]
+    pub fn tls_server_name(mut self, name: impl Into<String>) -> Self {
+        self.tls.server_name = Some(name.into());
+        self
+    }
+
     /// Checks the settings and makes the client. Connections open lazily.
     ///
     /// # Errors
-    /// [`Error::Url`] for an address that does not parse,
+    /// [`Error::Tls`] when a `rediss://` server's TLS settings are not
+    /// usable (a certificate or key file that cannot be read or parsed, a
+    /// key that does not match its certificate, a server name that is
+    /// not one); [`Error::Url`] for an address that does not parse,
     /// [`Error::ServerCount`] for a server count outside 1..=9; [`Error::DuplicateServer`] when two
     /// entries are the same server (the same address and port, whatever the
     /// database or credentials; names are resolved here).
@@ -316,7 +359,9 @@ impl Builder {
                     .as_micros(),
             ),
         };
-        let transport = Transport::new(&urls, conn).map_err(|e| Error::Io(Arc::new(e)))?;
+        let servers_tls = self.tls_targets(&urls)?;
+        let transport =
+            Transport::with_tls(&servers_tls, conn).map_err(|e| Error::Io(Arc::new(e)))?;
         if let Some((first, second)) = transport.same_server() {
             return Err(Error::DuplicateServer {
                 first: urls[first].address(),
@@ -334,6 +379,35 @@ impl Builder {
             _life: Arc::new(Life(shared.clone())),
             shared,
         })
+    }
+
+    /// Each server with its TLS target (`rediss://` ones), the rustls
+    /// configuration made once for all of them.
+    fn tls_targets(
+        &self,
+        urls: &[ServerUrl],
+    ) -> Result<Vec<(ServerUrl, Option<TlsTarget>)>, Error> {
+        #[cfg(feature = "tls")]
+        {
+            let config = match urls.iter().any(|u| u.tls) {
+                true => Some(self.tls.client_config().map_err(Error::Tls)?),
+                false => None,
+            };
+            urls.iter()
+                .map(|u| {
+                    let target = match &config {
+                        Some(c) if u.tls => Some(self.tls.target(c, u).map_err(Error::Tls)?),
+                        _ => None,
+                    };
+                    Ok((u.clone(), target))
+                })
+                .collect()
+        }
+        #[cfg(not(feature = "tls"))]
+        {
+            // (`rediss://` does not parse without the feature.)
+            Ok(urls.iter().map(|u| (u.clone(), None)).collect())
+        }
     }
 
     /// Checks the settings and makes the client's async face (see
@@ -450,6 +524,8 @@ impl Client {
             ttl: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(1),
             limits: Limits::DEFAULT,
+            #[cfg(feature = "tls")]
+            tls: tls::TlsOptions::default(),
         }
     }
 
@@ -811,7 +887,9 @@ impl Client {
     /// ```
     pub fn inspect(&self, resource: impl AsRef<[u8]>) -> Result<Inspection, Error> {
         let op = self.inspect_op(resource.as_ref());
-        Ok(Inspection::from_core(&self.shared.transport.inspect(op)))
+        let transport = &self.shared.transport;
+        let inspection = transport.inspect(op);
+        Ok(Inspection::from_core(&inspection, |i| transport.refusal(i)))
     }
 
     fn inspect_op(&self, resource: &[u8]) -> Inspect<Resource> {

@@ -1,4 +1,5 @@
-//! Server addresses: `redis://[[user]:password@]host[:port][/db]` or `host:port`.
+//! Server addresses: `redis://[[user]:password@]host[:port][/db]`,
+//! `rediss://...` (TLS, with the `tls` feature) or `host:port`.
 
 use core::fmt;
 
@@ -46,6 +47,10 @@ pub struct ServerUrl {
     pub password: Option<Secret>,
     /// Database number for `SELECT` (0 by default).
     pub db: u32,
+    /// TLS (`rediss://`): the connection is encrypted, and the server's
+    /// certificate is checked against `host` (or the client's
+    /// `tls_server_name`). Needs the `tls` feature.
+    pub tls: bool,
 }
 
 impl ServerUrl {
@@ -72,7 +77,7 @@ impl fmt::Debug for ServerUrl {
 
 impl fmt::Display for ServerUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("redis://")?;
+        f.write_str(if self.tls { "rediss://" } else { "redis://" })?;
         if let Some(user) = &self.user {
             f.write_str(user)?;
         }
@@ -104,8 +109,10 @@ pub enum UrlError {
     BadPort,
     /// The database is not a number.
     BadDb,
-    /// A scheme other than `redis://` (for example `rediss://`, TLS, which is not supported).
+    /// A scheme other than `redis://` or `rediss://`.
     UnsupportedScheme,
+    /// `rediss://` (TLS) in a build without the `tls` feature.
+    TlsNotBuilt,
     /// An IPv6 address without its closing `]`.
     BadIpv6,
     /// A `%` escape that is not two hex digits (or, in a user name, that
@@ -119,7 +126,10 @@ impl fmt::Display for UrlError {
             UrlError::MissingHost => "no host in server address",
             UrlError::BadPort => "the port must be a number from 1 to 65535",
             UrlError::BadDb => "the database must be a number",
-            UrlError::UnsupportedScheme => "only redis:// addresses are supported",
+            UrlError::UnsupportedScheme => "only redis:// and rediss:// addresses are supported",
+            UrlError::TlsNotBuilt => {
+                "rediss:// (TLS) needs redlock-std built with its `tls` feature"
+            }
             UrlError::BadIpv6 => "an IPv6 address needs its closing ']'",
             UrlError::BadEscape => "bad %-escape in the user or password",
         })
@@ -157,10 +167,12 @@ impl core::str::FromStr for ServerUrl {
 
     fn from_str(s: &str) -> Result<ServerUrl, UrlError> {
         let s = s.trim();
-        let rest = match s.split_once("://") {
-            Some(("redis", rest)) => rest,
+        let (rest, tls) = match s.split_once("://") {
+            Some(("redis", rest)) => (rest, false),
+            Some(("rediss", rest)) if cfg!(feature = "tls") => (rest, true),
+            Some(("rediss", _)) => return Err(UrlError::TlsNotBuilt),
             Some(_) => return Err(UrlError::UnsupportedScheme),
-            None => s,
+            None => (s, false),
         };
         // The credentials end at the last '@' (a password may contain '@').
         let (creds, hostpart) = match rest.rfind('@') {
@@ -217,6 +229,7 @@ impl core::str::FromStr for ServerUrl {
             user,
             password,
             db,
+            tls,
         })
     }
 }
@@ -267,7 +280,20 @@ mod tests {
         let u = url("::1");
         assert_eq!((u.host.as_str(), u.port), ("::1", 6379));
         let u = url("redis://h:1/");
-        assert_eq!(u.db, 0);
+        assert_eq!((u.db, u.tls), (0, false));
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn tls_forms() {
+        let u = url("rediss://user:pw@cache.example:6380/2");
+        assert_eq!(
+            (u.host.as_str(), u.port, u.db, u.tls, u.user.as_deref()),
+            ("cache.example", 6380, 2, true, Some("user"))
+        );
+        assert_eq!(u.to_string(), "rediss://user:***@cache.example:6380/2");
+        assert!(url("rediss://[::1]").tls);
+        assert!(!url("h:1").tls);
     }
 
     #[test]
@@ -279,7 +305,8 @@ mod tests {
             ("h:65536", UrlError::BadPort),
             ("h:x", UrlError::BadPort),
             ("redis://h/x", UrlError::BadDb),
-            ("rediss://h", UrlError::UnsupportedScheme),
+            #[cfg(not(feature = "tls"))]
+            ("rediss://h", UrlError::TlsNotBuilt),
             ("http://h", UrlError::UnsupportedScheme),
             ("[::1", UrlError::BadIpv6),
             ("[::1]x", UrlError::BadIpv6),

@@ -417,7 +417,10 @@ impl AsyncClient {
     pub async fn inspect(&self, resource: impl AsRef<[u8]>) -> Result<Inspection, Error> {
         let op = self.client.inspect_op(resource.as_ref());
         match self.run(Call::Inspect(op)).await? {
-            Answer::Inspected(out) => Ok(Inspection::from_core(&out)),
+            Answer::Inspected(out) => {
+                let transport = &self.client.shared.transport;
+                Ok(Inspection::from_core(&out, |i| transport.refusal(i)))
+            }
             other => unreachable!("an inspection answered {other:?}"),
         }
     }

@@ -44,7 +44,9 @@ pub(super) struct Conn {
     /// start over, with the name resolved again if the list is older than
     /// [`RESOLVE_AGAIN`].
     pub(super) addr_next: usize,
-    pub(super) stream: Option<TcpStream>,
+    pub(super) stream: Option<Stream>,
+    /// TLS (`rediss://`): the configuration and the name to check.
+    pub(super) tls: Option<TlsTarget>,
     pub(super) state: ConnState,
     pub(super) failures: u32,
     /// Bytes waiting to be written.
@@ -127,8 +129,14 @@ impl Conn {
 }
 
 impl Conn {
+    /// Bytes wait to be written: requests, or TLS records the socket has
+    /// not taken yet.
+    pub(super) fn has_unwritten(&self) -> bool {
+        !self.out.is_empty() || self.stream.as_ref().is_some_and(Stream::wants_write)
+    }
+
     /// Writes `out` until `WouldBlock`; writable interest only while bytes
-    /// wait.
+    /// (or TLS records) wait.
     pub(super) fn flush(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
         let Some(stream) = self.stream.as_mut() else {
             return Ok(());
@@ -143,15 +151,16 @@ impl Conn {
                 Err(e) => return Err(e),
             }
         }
+        stream.flush_records()?;
         self.out.drain(..written);
-        let want = !self.out.is_empty();
+        let want = !self.out.is_empty() || stream.wants_write();
         if want != self.writable_interest {
             let interest = if want {
                 Interest::READABLE | Interest::WRITABLE
             } else {
                 Interest::READABLE
             };
-            registry.reregister(stream, token, interest)?;
+            registry.reregister(stream.tcp_mut(), token, interest)?;
             self.writable_interest = want;
         }
         Ok(())
@@ -203,8 +212,15 @@ impl Conn {
                 self.url
             );
         }
+        // The TLS layer's own reason, when it is why the connection failed.
+        let refused = refused.or_else(|| {
+            let text = self.stream.as_mut()?.take_failure()?;
+            let text = format!("{}: {text}", SetupError::Tls);
+            log::warn!("redlock: not using {}: {text}", self.url);
+            Some((SetupError::Tls, text))
+        });
         if let Some(mut s) = self.stream.take() {
-            let _ = registry.deregister(&mut s);
+            let _ = registry.deregister(s.tcp_mut());
         }
         if self.state != ConnState::Up {
             // This address did not take a connection: the next connect tries
@@ -284,8 +300,12 @@ impl From<io::Error> for ConnectError {
 /// when none is left (then `addr_next` is past the end of the list).
 pub(super) fn open_stream(conn: &mut Conn, registry: &Registry, token: Token) -> bool {
     while let Some(&addr) = conn.addrs.get(conn.addr_next) {
-        let opened = TcpStream::connect(addr).and_then(|mut stream| {
-            registry.register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)?;
+        let opened = Stream::connect(addr, conn.tls.as_ref()).and_then(|mut stream| {
+            registry.register(
+                stream.tcp_mut(),
+                token,
+                Interest::READABLE | Interest::WRITABLE,
+            )?;
             Ok(stream)
         });
         match opened {

@@ -238,13 +238,26 @@ fn bits(mut mask: u64) -> impl Iterator<Item = usize> {
 }
 
 impl<J: Job> Transport<J> {
-    pub(crate) fn new(urls: &[ServerUrl], mut config: ConnConfig) -> io::Result<Transport<J>> {
+    /// A transport over plain TCP connections to `urls`.
+    #[cfg(test)]
+    pub(crate) fn new(urls: &[ServerUrl], config: ConnConfig) -> io::Result<Transport<J>> {
+        let servers: Vec<(ServerUrl, Option<TlsTarget>)> =
+            urls.iter().map(|u| (u.clone(), None)).collect();
+        Transport::with_tls(&servers, config)
+    }
+
+    /// [`new`](Transport::new), with each server's TLS target (`None`:
+    /// plain TCP).
+    pub(crate) fn with_tls(
+        servers: &[(ServerUrl, Option<TlsTarget>)],
+        mut config: ConnConfig,
+    ) -> io::Result<Transport<J>> {
         // `Instant + connect_timeout` must not overflow (`Duration::MAX`).
         config.connect_timeout = config.connect_timeout.min(StdDuration::from_secs(1 << 32));
         let now = StdInstant::now();
-        let conns: Vec<Conn> = urls
+        let conns: Vec<Conn> = servers
             .iter()
-            .map(|url| Conn {
+            .map(|(url, tls)| Conn {
                 url: url.clone(),
                 // Resolved here, outside the state lock (a name lookup may
                 // block); if it fails now, the first call looks it up again.
@@ -253,6 +266,7 @@ impl<J: Job> Transport<J> {
                 looked_up: None,
                 addr_next: 0,
                 stream: None,
+                tls: tls.clone(),
                 state: ConnState::Down { retry_at: now },
                 failures: 0,
                 out: Vec::with_capacity(1024),
@@ -441,6 +455,7 @@ mod drive;
 mod leader;
 mod setup;
 mod slots;
+mod stream;
 mod task;
 #[cfg(test)]
 mod task_tests;
@@ -452,4 +467,6 @@ use conn::*;
 use leader::*;
 use setup::*;
 use slots::*;
+pub(crate) use stream::TlsTarget;
+use stream::*;
 pub(crate) use task::{Abandoned, Kick, SlotTask, Ticket};

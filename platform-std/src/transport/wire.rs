@@ -128,7 +128,7 @@ impl<J: Job> State<J> {
     pub(super) fn fail_connect(&mut self, i: usize) {
         let conn = &mut self.conns[i];
         if let Some(mut s) = conn.stream.take() {
-            let _ = self.registry.deregister(&mut s);
+            let _ = self.registry.deregister(s.tcp_mut());
         }
         conn.addr_next = conn.addr_next.saturating_add(1);
         if open_stream(conn, &self.registry, Token(i)) {
@@ -181,7 +181,7 @@ impl<J: Job> State<J> {
         if self
             .conns
             .iter()
-            .any(|c| c.state == ConnState::Up && !c.out.is_empty())
+            .any(|c| c.state == ConnState::Up && c.has_unwritten())
         {
             Unwritten::Blocked
         } else if self.conns.iter().any(|c| c.releases_held) {
@@ -209,7 +209,7 @@ impl<J: Job> State<J> {
     pub(super) fn flush_all(&mut self) {
         for i in 0..self.conns.len() {
             if self.conns[i].state == ConnState::Up
-                && !self.conns[i].out.is_empty()
+                && self.conns[i].has_unwritten()
                 && self.flush(i).is_err()
             {
                 self.fail(i);
@@ -249,28 +249,60 @@ impl<J: Job> State<J> {
             let ConnState::Connecting { since } = self.conns[i].state else {
                 continue;
             };
-            let stream = self.conns[i].stream.as_ref();
+            let stream = self.conns[i].stream.as_ref().map(Stream::tcp);
             let done = match stream.map(|s| (s.take_error(), s.peer_addr())) {
                 Some((Ok(None), Ok(_))) => Some(true),
                 Some((Ok(Some(_)) | Err(_), _)) => Some(false),
                 Some((Ok(None), Err(e))) if e.kind() == io::ErrorKind::NotConnected => None,
                 _ => Some(false),
             };
-            match done {
+            // Connected: a TLS connection's handshake runs next, within the
+            // same connect timeout.
+            let ready = match done {
+                Some(true) => match self.conns[i].stream.as_mut().map(Stream::handshake) {
+                    Some(Ok(true)) => Some(true),
+                    Some(Ok(false)) => None,
+                    Some(Err(e)) => {
+                        let tls_failed =
+                            self.conns[i].stream.as_mut().and_then(Stream::take_failure);
+                        match tls_failed {
+                            // The server is refused (an untrusted certificate,
+                            // an alert): no other address is tried now.
+                            Some(text) => {
+                                let text = format!("{}: {text}", SetupError::Tls);
+                                log::warn!("redlock: not using {}: {text}", self.conns[i].url);
+                                self.fail_because(i, Some((SetupError::Tls, text)));
+                                continue;
+                            }
+                            None => {
+                                log::debug!(
+                                    "redlock: TLS handshake with {} failed: {e}",
+                                    self.conns[i].url
+                                );
+                                Some(false)
+                            }
+                        }
+                    }
+                    None => Some(false),
+                },
+                other => other,
+            };
+            match ready {
                 Some(true) => {
                     let conn = &mut self.conns[i];
                     log::debug!("redlock: connected to {}", conn.url);
                     conn.state = ConnState::Up;
                     conn.handshake_since = StdInstant::now();
-                    if let Some(s) = conn.stream.as_ref() {
-                        let _ = s.set_nodelay(true);
-                    }
                     if self.flush(i).is_err() {
                         self.fail(i);
                     }
                 }
                 Some(false) => self.fail_connect(i),
                 None if StdInstant::now() >= since + self.config.connect_timeout => {
+                    log::debug!(
+                        "redlock: connect to {} (or its TLS handshake) timed out",
+                        self.conns[i].url
+                    );
                     self.fail_connect(i)
                 }
                 None => {}

@@ -214,7 +214,7 @@ impl Args {
 /// How the client talks to its servers: the options of the subcommands
 /// that build a client (each takes those that mean something to it: see
 /// [`Spec::client`]). `None`: the library's default.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct ClientOptions {
     /// `--request-timeout D`: how long one server may take to answer one
     /// request.
@@ -228,11 +228,25 @@ pub(crate) struct ClientOptions {
     /// `--restart-guard D`: votes of servers that restarted less than D
     /// ago do not count.
     pub(crate) restart_guard: Option<Duration>,
+    /// `--tls-ca FILE`: the CAs trusted for `rediss://` servers.
+    pub(crate) tls_ca: Option<std::path::PathBuf>,
+    /// `--tls-cert FILE` and `--tls-key FILE`: a client certificate.
+    pub(crate) tls_client: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// `--tls-server-name NAME`: the name certificates are checked against.
+    pub(crate) tls_server_name: Option<String>,
 }
 
 /// The client options of subcommands that only read or release:
 /// `--servers` and the timeouts.
-pub(crate) const SERVER_OPTIONS: &[&str] = &["servers", "request-timeout", "connect-timeout"];
+pub(crate) const SERVER_OPTIONS: &[&str] = &[
+    "servers",
+    "request-timeout",
+    "connect-timeout",
+    "tls-ca",
+    "tls-cert",
+    "tls-key",
+    "tls-server-name",
+];
 
 /// The client options of subcommands that acquire one attempt at a time
 /// (bench, demo): also `--restart-guard`.
@@ -240,6 +254,10 @@ pub(crate) const ONE_ATTEMPT_OPTIONS: &[&str] = &[
     "servers",
     "request-timeout",
     "connect-timeout",
+    "tls-ca",
+    "tls-cert",
+    "tls-key",
+    "tls-server-name",
     "restart-guard",
 ];
 
@@ -249,6 +267,10 @@ pub(crate) const RETRYING_OPTIONS: &[&str] = &[
     "servers",
     "request-timeout",
     "connect-timeout",
+    "tls-ca",
+    "tls-cert",
+    "tls-key",
+    "tls-server-name",
     "restart-guard",
     "retries",
     "retry-delay",
@@ -275,7 +297,28 @@ impl ClientOptions {
                 ))
             })?),
         };
+        let file = |name: &str| -> Result<Option<std::path::PathBuf>, Usage> {
+            match args.value(name) {
+                Some("") => Err(usage(format!("--{name} needs a file name"))),
+                v => Ok(v.map(std::path::PathBuf::from)),
+            }
+        };
+        let tls_client = match (file("tls-cert")?, file("tls-key")?) {
+            (Some(cert), Some(key)) => Some((cert, key)),
+            (None, None) => None,
+            (Some(_), None) => return Err(usage("--tls-cert needs --tls-key (its private key)")),
+            (None, Some(_)) => return Err(usage("--tls-key needs --tls-cert (its certificate)")),
+        };
+        let tls_server_name = match args.value("tls-server-name") {
+            Some(n) if n.trim().is_empty() => {
+                return Err(usage("--tls-server-name needs a host name"));
+            }
+            n => n.map(|n| n.trim().to_string()),
+        };
         Ok(ClientOptions {
+            tls_ca: file("tls-ca")?,
+            tls_client,
+            tls_server_name,
             request_timeout: at_least_1ms("request-timeout", "")?,
             connect_timeout: at_least_1ms("connect-timeout", "")?,
             retries,
@@ -308,10 +351,19 @@ pub(crate) fn server_options_help() -> String {
     };
     format!(
         "  --servers URL[,URL..]   the servers (default: $REDLOCK_SERVERS); each URL is
-                          redis://[[user]:password@]host[:port][/db] or host:port
+                          redis://[[user]:password@]host[:port][/db], rediss://...
+                          (TLS) or host:port
   --request-timeout D     how long each server may take to answer one request
                           (default: 1% of the ttl, from {} to {})
-  --connect-timeout D     how long a connect may take (default 1s)
+  --connect-timeout D     how long a connect (with its TLS handshake) may take
+                          (default 1s)
+  --tls-ca FILE           rediss:// (TLS): trust only the CAs in this PEM file
+                          (default: Mozilla's roots, built in)
+  --tls-cert FILE         rediss://: a client certificate (PEM) for servers
+                          that ask for one (tls-auth-clients), with --tls-key
+  --tls-key FILE          the client certificate's private key (PEM)
+  --tls-server-name NAME  check certificates against NAME instead of each
+                          URL's host (servers reached by IP address)
 ",
         timeout(redlock_core::Duration::ZERO),
         timeout(redlock_core::Duration::MAX),

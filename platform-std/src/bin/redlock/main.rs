@@ -243,6 +243,15 @@ pub(crate) fn builder(servers: &[String], options: &ClientOptions) -> Builder {
     if let Some(guard) = options.restart_guard {
         b = b.restart_guard(Some(guard));
     }
+    if let Some(ca) = &options.tls_ca {
+        b = b.tls_ca_file(ca);
+    }
+    if let Some((cert, key)) = &options.tls_client {
+        b = b.tls_client_cert(cert, key);
+    }
+    if let Some(name) = &options.tls_server_name {
+        b = b.tls_server_name(name);
+    }
     b
 }
 
@@ -685,7 +694,7 @@ fn inspect(raw: &[String]) -> Result<u8, Failure> {
                 o.int("token_len", h.holder_len as i64);
                 o.int("pttl_ms", h.pttl_ms);
             } else {
-                o.string("error", &describe(h.outcome));
+                o.string("error", &h.describe());
             }
             list.push_raw(&o.finish());
         }
@@ -700,12 +709,7 @@ fn inspect(raw: &[String]) -> Result<u8, Failure> {
         for (i, h) in entries.iter().enumerate() {
             let server = urls.get(i).map(ServerUrl::address).unwrap_or_default();
             if !h.outcome.answered() {
-                say!(
-                    "{server:<28} {:<6} {:>10}  {}",
-                    "error",
-                    "-",
-                    describe(h.outcome)
-                );
+                say!("{server:<28} {:<6} {:>10}  {}", "error", "-", h.describe());
                 continue;
             }
             let (state, ttl, token) = match &h.holder {

@@ -1,0 +1,291 @@
+//! A connection's byte stream: a plain non-blocking TCP socket, or (feature
+//! `tls`) rustls' sans-IO client session over one. Both are driven by the
+//! same poll: the connection writes and reads plaintext, and the TLS layer
+//! moves records between it and the socket as far as the socket lets it,
+//! never blocking.
+
+use super::*;
+
+/// Where a TLS connection goes: the client's rustls configuration and the
+/// name its certificate is checked against (and sent as SNI).
+#[cfg(feature = "tls")]
+#[derive(Clone)]
+pub(crate) struct TlsTarget {
+    pub(crate) config: Arc<rustls::ClientConfig>,
+    pub(crate) name: rustls::pki_types::ServerName<'static>,
+}
+
+#[cfg(feature = "tls")]
+impl core::fmt::Debug for TlsTarget {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("TlsTarget")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Without the `tls` feature no connection is TLS.
+#[cfg(not(feature = "tls"))]
+#[derive(Debug, Clone)]
+pub(crate) enum TlsTarget {}
+
+/// A connection's socket, with its TLS session if it has one.
+pub(super) enum Stream {
+    Plain(TcpStream),
+    #[cfg(feature = "tls")]
+    Tls(Box<TlsStream>),
+}
+
+#[cfg(feature = "tls")]
+pub(super) struct TlsStream {
+    tcp: TcpStream,
+    tls: rustls::ClientConnection,
+    /// What went wrong in the TLS layer, in words for a report, once it
+    /// failed (the I/O error returned then only says that it failed).
+    failure: Option<String>,
+}
+
+impl core::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Stream::Plain(_) => f.write_str("Stream::Plain"),
+            #[cfg(feature = "tls")]
+            Stream::Tls(_) => f.write_str("Stream::Tls"),
+        }
+    }
+}
+
+impl Stream {
+    /// Starts a non-blocking connect to `addr`; with a `tls` target, a TLS
+    /// session that begins once the socket is connected.
+    pub(super) fn connect(addr: SocketAddr, tls: Option<&TlsTarget>) -> io::Result<Stream> {
+        let tcp = TcpStream::connect(addr)?;
+        // Requests are small and latency is what matters (set before the
+        // connect completes, which Linux and the BSDs allow).
+        let _ = tcp.set_nodelay(true);
+        match tls {
+            None => Ok(Stream::Plain(tcp)),
+            #[cfg(feature = "tls")]
+            Some(t) => {
+                let tls = rustls::ClientConnection::new(t.config.clone(), t.name.clone())
+                    .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
+                Ok(Stream::Tls(Box::new(TlsStream {
+                    tcp,
+                    tls,
+                    failure: None,
+                })))
+            }
+            #[cfg(not(feature = "tls"))]
+            Some(never) => match *never {},
+        }
+    }
+
+    /// The socket, for the poll's registry and connect checks.
+    pub(super) fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            #[cfg(feature = "tls")]
+            Stream::Tls(t) => &t.tcp,
+        }
+    }
+
+    /// The socket, for the poll's registry.
+    pub(super) fn tcp_mut(&mut self) -> &mut TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            #[cfg(feature = "tls")]
+            Stream::Tls(t) => &mut t.tcp,
+        }
+    }
+
+    /// Once the socket is connected: moves the TLS handshake on as far as
+    /// the socket allows. `Ok(true)` when the stream is ready for requests
+    /// (at once for a plain socket); `Ok(false)` while the handshake waits
+    /// for the server; `Err` when it failed ([`Stream::take_failure`] then
+    /// says why, if the TLS layer knows).
+    pub(super) fn handshake(&mut self) -> io::Result<bool> {
+        match self {
+            Stream::Plain(_) => Ok(true),
+            #[cfg(feature = "tls")]
+            Stream::Tls(t) => t.handshake(),
+        }
+    }
+
+    /// Writes plaintext; returns how much was taken (`WouldBlock` when
+    /// nothing could be). TLS records the socket could not take wait in
+    /// the session ([`Stream::wants_write`]).
+    pub(super) fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            #[cfg(feature = "tls")]
+            Stream::Tls(t) => t.write(buf),
+        }
+    }
+
+    /// Writes TLS records waiting in the session, until the socket would
+    /// block (plain: nothing to do).
+    pub(super) fn flush_records(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(_) => Ok(()),
+            #[cfg(feature = "tls")]
+            Stream::Tls(t) => t.flush_records(),
+        }
+    }
+
+    /// TLS records wait for the socket.
+    pub(super) fn wants_write(&self) -> bool {
+        match self {
+            Stream::Plain(_) => false,
+            #[cfg(feature = "tls")]
+            Stream::Tls(t) => t.tls.wants_write(),
+        }
+    }
+
+    /// Reads plaintext: `Ok(0)` at the end of the stream, `WouldBlock` when
+    /// nothing more has arrived.
+    pub(super) fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            #[cfg(feature = "tls")]
+            Stream::Tls(t) => t.read(buf),
+        }
+    }
+
+    /// Why the TLS layer failed, in words for a report (once).
+    pub(super) fn take_failure(&mut self) -> Option<String> {
+        match self {
+            Stream::Plain(_) => None,
+            #[cfg(feature = "tls")]
+            Stream::Tls(t) => t.failure.take(),
+        }
+    }
+}
+
+#[cfg(feature = "tls")]
+impl TlsStream {
+    fn handshake(&mut self) -> io::Result<bool> {
+        loop {
+            self.flush_records()?;
+            if !self.tls.is_handshaking() {
+                return Ok(true);
+            }
+            match self.tls.read_tls(&mut self.tcp) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the server closed the connection during the TLS handshake",
+                    ));
+                }
+                Ok(_) => self.process()?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Decrypts what was read; a TLS error is kept (in words) and sent to
+    /// the server as an alert, as far as the socket takes it.
+    fn process(&mut self) -> io::Result<()> {
+        match self.tls.process_new_packets() {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let text = describe(&e);
+                log::debug!("redlock: TLS error: {e}");
+                self.failure = Some(text);
+                // The alert rustls queued for the server, if the socket takes it.
+                let _ = self.tls.write_tls(&mut self.tcp);
+                Err(io::Error::new(io::ErrorKind::InvalidData, "TLS error"))
+            }
+        }
+    }
+
+    fn flush_records(&mut self) -> io::Result<()> {
+        while self.tls.wants_write() {
+            match self.tls.write_tls(&mut self.tcp) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        // The session buffers a bounded amount of records (rustls' buffer
+        // limit): what it takes is encrypted now, and as much as the socket
+        // takes is written.
+        self.flush_records()?;
+        let taken = self.tls.writer().write(buf)?;
+        self.flush_records()?;
+        if taken == 0 && !buf.is_empty() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(taken)
+    }
+
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut closed = false;
+        loop {
+            match self.tls.reader().read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && closed => {
+                    return Err(io::ErrorKind::UnexpectedEof.into());
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            match self.tls.read_tls(&mut self.tcp) {
+                Ok(0) => closed = true,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            self.process()?;
+        }
+    }
+}
+
+/// What a TLS error means, in a few words for a report: what failed, not
+/// rustls' internals. Never contains a secret (rustls' errors carry none).
+#[cfg(feature = "tls")]
+pub(crate) fn describe(e: &rustls::Error) -> String {
+    use rustls::{AlertDescription as A, CertificateError as C, Error as E};
+    match e {
+        E::InvalidCertificate(C::UnknownIssuer) => {
+            "the server's certificate is signed by an unknown CA (not in the trusted roots)".into()
+        }
+        E::InvalidCertificate(C::NotValidForName) => {
+            "the server's certificate is not valid for the name".into()
+        }
+        E::InvalidCertificate(c @ C::NotValidForNameContext { .. }) => {
+            format!("the server's certificate is not valid for the name: {c}")
+        }
+        E::InvalidCertificate(C::Expired) => "the server's certificate has expired".into(),
+        E::InvalidCertificate(c @ C::ExpiredContext { .. }) => {
+            format!("the server's certificate has expired: {c}")
+        }
+        E::InvalidCertificate(C::NotValidYet | C::NotValidYetContext { .. }) => {
+            "the server's certificate is not valid yet".into()
+        }
+        E::InvalidCertificate(c) => format!("the server's certificate was refused: {c}"),
+        E::AlertReceived(
+            a @ (A::CertificateRequired
+            | A::BadCertificate
+            | A::UnsupportedCertificate
+            | A::CertificateRevoked
+            | A::CertificateExpired
+            | A::CertificateUnknown
+            | A::UnknownCA),
+        ) => format!(
+            "the server refused our client certificate, or required one (alert from the server: {a:?})"
+        ),
+        E::AlertReceived(a) => format!("alert from the server: {a:?}"),
+        E::InvalidMessage(_) | E::InappropriateMessage { .. } => {
+            format!("not a TLS server, or a corrupt TLS stream ({e})")
+        }
+        e => e.to_string(),
+    }
+}

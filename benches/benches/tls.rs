@@ -19,6 +19,8 @@
 // The counting allocator forwards to the system allocator.
 #![allow(unsafe_code)]
 
+// Shared with the client bench, which also uses its per-thread counts.
+#[allow(dead_code)]
 #[path = "client/cost.rs"]
 mod cost;
 
@@ -183,9 +185,9 @@ fn main() {
     }
 
     println!(
-        "| client | acquire p50 µs | acquire p99 µs | release p50 µs | release p99 µs | CPU s / 1000 cycles | allocations / cycle |"
+        "| client | acquire p50 µs | acquire p99 µs | release p50 µs | release p99 µs | CPU s / 1000 cycles | context switches / cycle | allocations / cycle |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let mut medians = Vec::new();
     for ((name, _), row) in clients.iter().zip(rows.iter_mut()) {
         let (a50, a99) = (

@@ -45,8 +45,9 @@ fn acquired(out: &Output) -> String {
     token
 }
 
-/// A failure that refused every server: 69, one line naming each server
-/// by address with `reason`, nothing on stdout.
+/// A failure that refused every server: 69, one line that names each server
+/// by address and gives `reason` after "TLS failed" (a server may be "not
+/// asked" once a majority refused), nothing on stdout.
 fn refused_everywhere(what: &str, out: &Output, servers: &[RedisServer], reason: &str) {
     assert_eq!(code(out), 69, "{what}: stderr: {}", stderr(out));
     let err = stderr(out);

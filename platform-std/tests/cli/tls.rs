@@ -530,11 +530,7 @@ fn bad_tls_settings_exit_64_naming_the_file_and_never_the_key() {
                 let prefix = format!("redlock {}: TLS settings: ", sub[0]);
                 assert!(err.starts_with(&prefix), "{what}: {err}");
             }
-            // (demo prints what a lock is before it builds its clients, as
-            // it does for any usage error found then.)
-            if sub[0] != "demo" {
-                assert!(stdout(&out).is_empty(), "{what}: {}", stdout(&out));
-            }
+            assert!(stdout(&out).is_empty(), "{what}: {}", stdout(&out));
             for printed in [&err, &stdout(&out)] {
                 assert!(!printed.contains("-----BEGIN"), "{what}: {printed}");
                 for s in &secrets {

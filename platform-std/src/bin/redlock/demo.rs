@@ -291,6 +291,18 @@ impl Jitter {
     }
 }
 
+/// What a lock and a fencing token are: the demo's first two lines.
+fn explain() {
+    say!(
+        "A lock lets one worker at a time use something shared; Redlock takes it on a majority \
+         of independent Redis servers, so losing a minority of them loses no lock."
+    );
+    say!(
+        "A fencing token is a number that comes with each lock and grows with every new \
+         holder: the shared thing can refuse a holder whose token is older than one it saw."
+    );
+}
+
 pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
     let spec = Spec {
         client: ONE_ATTEMPT_OPTIONS,
@@ -330,14 +342,6 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
     // release that timed out would count as a problem of the demo.
     options.request_timeout = options.request_timeout.or(Some(DEMO_REQUEST_TIMEOUT));
     options.check_against_ttl(TTL)?;
-    say!(
-        "A lock lets one worker at a time use something shared; Redlock takes it on a majority \
-         of independent Redis servers, so losing a minority of them loses no lock."
-    );
-    say!(
-        "A fencing token is a number that comes with each lock and grows with every new \
-         holder: the shared thing can refuse a holder whose token is older than one it saw."
-    );
     let mut local = None;
     let urls = match args.servers()? {
         Some(_) => servers(&args)?,
@@ -345,6 +349,7 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
             return Err(crate::args::usage("--servers is empty").into());
         }
         None => {
+            explain();
             say!("starting 5 redis-server processes on 127.0.0.1 ...");
             let started = LocalServers::start(5)?;
             let urls = started.urls();
@@ -361,6 +366,11 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
                 .map_err(|e| Failure::new(crate::EX_USAGE, e.to_string()))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    // On the servers given, once their settings were checked (a usage
+    // error prints nothing else); before starting local ones, above.
+    if local.is_none() {
+        explain();
+    }
     // On servers it did not start, a name of its own: the keys it leaves
     // there (the fence counter never expires) are its own to delete.
     let resource = if local.is_some() {

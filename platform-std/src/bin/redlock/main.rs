@@ -642,7 +642,8 @@ remaining time to live; then the token held by a majority, if any.
   --json    one JSON object: {{\"resource\": .., \"servers\": [{{\"server\": ..,
             \"answered\": .., \"held\": .., \"token\": .., \"token_len\": ..,
             \"pttl_ms\": ..}}] (a token longer than 64 bytes is cut; token_len
-            is its full length),
+            is its full length; a server that did not answer has
+            \"error\": why, e.g. \"not used: TLS failed: ...\"),
             \"majority_holder\": ..}}
 
 Server options:

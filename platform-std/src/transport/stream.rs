@@ -39,6 +39,10 @@ pub(super) enum Stream {
 #[cfg(feature = "tls")]
 pub(super) struct TlsStream {
     tcp: TcpStream,
+    /// The TCP connect completed (from then on the socket's errors come
+    /// through reads, after what the server sent before them, such as an
+    /// alert).
+    connected: bool,
     tls: rustls::ClientConnection,
     /// What went wrong in the TLS layer, in words for a report, once it
     /// failed (the I/O error returned then only says that it failed).
@@ -71,12 +75,23 @@ impl Stream {
                     .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
                 Ok(Stream::Tls(Box::new(TlsStream {
                     tcp,
+                    connected: false,
                     tls,
                     failure: None,
                 })))
             }
             #[cfg(not(feature = "tls"))]
             Some(never) => match *never {},
+        }
+    }
+
+    /// The TCP connect completed and was seen to (a TLS stream that runs
+    /// its handshake). A plain stream is up as soon as it connected.
+    pub(super) fn connected(&self) -> bool {
+        match self {
+            Stream::Plain(_) => false,
+            #[cfg(feature = "tls")]
+            Stream::Tls(t) => t.connected,
         }
     }
 
@@ -107,7 +122,10 @@ impl Stream {
         match self {
             Stream::Plain(_) => Ok(true),
             #[cfg(feature = "tls")]
-            Stream::Tls(t) => t.handshake(),
+            Stream::Tls(t) => {
+                t.connected = true;
+                t.handshake()
+            }
         }
     }
 
@@ -190,7 +208,23 @@ impl TlsStream {
         match self.tls.process_new_packets() {
             Ok(_) => Ok(()),
             Err(e) => {
-                let text = describe(&e);
+                let text = match e {
+                    // TLS 1.2 has no certificate_required alert: a server
+                    // that ends the handshake with handshake_failure after
+                    // it sent (and we checked) its certificate is refusing
+                    // our side of it, a missing or refused client
+                    // certificate as a rule. Before that (no common cipher
+                    // suite, say) it is just an alert.
+                    rustls::Error::AlertReceived(rustls::AlertDescription::HandshakeFailure)
+                        if self.tls.peer_certificates().is_some() =>
+                    {
+                        "the server ended the handshake after its certificate was \
+                         checked: it requires a client certificate, or refused ours \
+                         (alert from the server: HandshakeFailure)"
+                            .to_string()
+                    }
+                    _ => describe(&e),
+                };
                 log::debug!("redlock: TLS error: {e}");
                 self.failure = Some(text);
                 // The alert rustls queued for the server, if the socket takes it.

@@ -249,12 +249,19 @@ impl<J: Job> State<J> {
             let ConnState::Connecting { since } = self.conns[i].state else {
                 continue;
             };
-            let stream = self.conns[i].stream.as_ref().map(Stream::tcp);
-            let done = match stream.map(|s| (s.take_error(), s.peer_addr())) {
-                Some((Ok(None), Ok(_))) => Some(true),
-                Some((Ok(Some(_)) | Err(_), _)) => Some(false),
-                Some((Ok(None), Err(e))) if e.kind() == io::ErrorKind::NotConnected => None,
-                _ => Some(false),
+            let stream = self.conns[i].stream.as_ref();
+            let done = match stream.map(|s| (s.connected(), s.tcp())) {
+                // Connected, in its TLS handshake: the socket's errors are
+                // read after what arrived before them (an alert), not taken
+                // here first.
+                Some((true, _)) => Some(true),
+                Some((false, s)) => match (s.take_error(), s.peer_addr()) {
+                    (Ok(None), Ok(_)) => Some(true),
+                    (Ok(Some(_)) | Err(_), _) => Some(false),
+                    (Ok(None), Err(e)) if e.kind() == io::ErrorKind::NotConnected => None,
+                    _ => Some(false),
+                },
+                None => Some(false),
             };
             // Connected: a TLS connection's handshake runs next, within the
             // same connect timeout.
@@ -299,10 +306,19 @@ impl<J: Job> State<J> {
                 }
                 Some(false) => self.fail_connect(i),
                 None if StdInstant::now() >= since + self.config.connect_timeout => {
-                    log::debug!(
-                        "redlock: connect to {} (or its TLS handshake) timed out",
-                        self.conns[i].url
-                    );
+                    let conn = &self.conns[i];
+                    if conn.stream.as_ref().is_some_and(Stream::connected) {
+                        // (A connection error, not a refusal: a server that
+                        // only stalls is tried again, and a release held
+                        // here is sent once it is back.)
+                        log::warn!(
+                            "redlock: {} did not finish the TLS handshake within the connect \
+                             timeout (a stalled server, or not a TLS port?)",
+                            conn.url
+                        );
+                    } else {
+                        log::debug!("redlock: connect to {} timed out", conn.url);
+                    }
                     self.fail_connect(i)
                 }
                 None => {}

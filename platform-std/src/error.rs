@@ -31,7 +31,9 @@ impl Outcomes {
     }
 
     /// What `server` said when it refused the handshake, with why it is not
-    /// used ("SELECT failed (ERR): ERR DB index is out of range").
+    /// used ("SELECT failed (ERR): ERR DB index is out of range"); for a
+    /// failed connection, why, when more is known than that it failed ("no
+    /// answer to the TLS handshake within the connect timeout ...").
     pub fn refusal(&self, server: ServerId) -> Option<&str> {
         self.notes.get(server.index())?.1.as_deref()
     }
@@ -41,6 +43,7 @@ impl Outcomes {
     pub fn describe(&self, server: ServerId) -> String {
         match (self.refusal(server), self.report.get(server)) {
             (Some(text), Some(ServerOutcome::Setup(_))) => format!("not used: {text}"),
+            (Some(text), Some(o @ ServerOutcome::ConnectionError)) => format!("{o}: {text}"),
             (_, Some(o)) => describe(o),
             (_, None) => "not in the list".into(),
         }
@@ -119,7 +122,7 @@ pub enum Error {
     /// cannot be read or parsed, a key that does not match its
     /// certificate, a server name that is not one. The text names the
     /// file and what is wrong, never a key's content.
-    Tls(String),
+    TlsSettings(String),
 }
 
 impl PartialEq for Error {
@@ -149,7 +152,7 @@ impl PartialEq for Error {
             (Error::Url(a), Error::Url(b)) => a == b,
             (Error::ServerCount(a), Error::ServerCount(b)) => a == b,
             (Error::AlreadyReleased, Error::AlreadyReleased) => true,
-            (Error::Tls(a), Error::Tls(b)) => a == b,
+            (Error::TlsSettings(a), Error::TlsSettings(b)) => a == b,
             // I/O errors compare by kind.
             (Error::Rng(a), Error::Rng(b)) | (Error::Io(a), Error::Io(b)) => a.kind() == b.kind(),
             (
@@ -165,7 +168,7 @@ impl PartialEq for Error {
                 | Error::AlreadyReleased
                 | Error::Rng(_)
                 | Error::Io(_)
-                | Error::Tls(_),
+                | Error::TlsSettings(_),
                 _,
             ) => false,
         }
@@ -232,7 +235,7 @@ impl fmt::Display for Error {
             Error::AlreadyReleased => return f.write_str("the lock was released already"),
             Error::Rng(e) => return write!(f, "the OS random number generator failed: {e}"),
             Error::Io(e) => return write!(f, "I/O error: {e}"),
-            Error::Tls(e) => return write!(f, "TLS settings: {e}"),
+            Error::TlsSettings(e) => return write!(f, "TLS settings: {e}"),
         };
         write!(f, "{what} ({outcomes})")
     }

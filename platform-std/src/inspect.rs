@@ -19,7 +19,8 @@ pub struct Holding {
     pub pttl_ms: i64,
     /// For a server not used (its handshake or TLS failed): why, with the
     /// server's own words ("TLS failed: the server's certificate has
-    /// expired"). Never a password.
+    /// expired"); for a failed connection, why when more is known than
+    /// that it failed. Never a password.
     pub refusal: Option<String>,
 }
 
@@ -34,6 +35,7 @@ impl Holding {
     pub fn describe(&self) -> String {
         match (&self.refusal, self.outcome) {
             (Some(text), ServerOutcome::Setup(_)) => format!("not used: {text}"),
+            (Some(text), o @ ServerOutcome::ConnectionError) => format!("{o}: {text}"),
             (_, o) => o.to_string(),
         }
     }
@@ -52,21 +54,18 @@ pub struct Inspection {
 }
 
 impl Inspection {
-    /// The core's inspection, with the reasons servers were not used
-    /// (`refusal(i)`, server i's).
+    /// The core's inspection, with the reasons servers were not used or
+    /// their connections failed (`note(i, outcome)`, server i's).
     pub(crate) fn from_core(
         inspection: &redlock_core::Inspection,
-        refusal: impl Fn(usize) -> Option<String>,
+        note: impl Fn(usize, ServerOutcome) -> Option<String>,
     ) -> Inspection {
         let entries: Vec<Holding> = inspection
             .entries()
             .iter()
             .enumerate()
             .map(|(i, h)| Holding {
-                refusal: match h.outcome {
-                    ServerOutcome::Setup(_) => refusal(i),
-                    _ => None,
-                },
+                refusal: note(i, h.outcome),
                 outcome: h.outcome,
                 holder: h.holder.as_deref().map(<[u8]>::to_vec),
                 holder_len: h.holder_len,

@@ -322,7 +322,10 @@ impl Builder {
 
     /// TLS: check every `rediss://` server's certificate against this name
     /// (and send it as SNI) instead of the URL's host: for servers reached
-    /// by an IP address whose certificates name a host.
+    /// by an IP address whose certificates name a host. One name for all
+    /// the TLS servers (a certificate they share, or one with every
+    /// server's name); servers with certificates of their own are best
+    /// given by the names those certificates carry.
     #[cfg(feature = "tls")]
     pub fn tls_server_name(mut self, name: impl Into<String>) -> Self {
         self.tls.server_name = Some(name.into());
@@ -332,7 +335,7 @@ impl Builder {
     /// Checks the settings and makes the client. Connections open lazily.
     ///
     /// # Errors
-    /// [`Error::Tls`] when a `rediss://` server's TLS settings are not
+    /// [`Error::TlsSettings`] when a `rediss://` server's TLS settings are not
     /// usable (a certificate or key file that cannot be read or parsed, a
     /// key that does not match its certificate, a server name that is
     /// not one); [`Error::Url`] for an address that does not parse,
@@ -390,13 +393,23 @@ impl Builder {
         #[cfg(feature = "tls")]
         {
             let config = match urls.iter().any(|u| u.tls) {
-                true => Some(self.tls.client_config().map_err(Error::Tls)?),
-                false => None,
+                true => Some(self.tls.client_config().map_err(Error::TlsSettings)?),
+                false => {
+                    if self.tls.is_set() {
+                        log::warn!(
+                            "redlock: TLS settings given, but no server is rediss://: \
+                             they are not used"
+                        );
+                    }
+                    None
+                }
             };
             urls.iter()
                 .map(|u| {
                     let target = match &config {
-                        Some(c) if u.tls => Some(self.tls.target(c, u).map_err(Error::Tls)?),
+                        Some(c) if u.tls => {
+                            Some(self.tls.target(c, u).map_err(Error::TlsSettings)?)
+                        }
                         _ => None,
                     };
                     Ok((u.clone(), target))
@@ -700,11 +713,7 @@ impl Client {
                 let address = transport
                     .url(server.index())
                     .map_or_else(|| format!("server {}", server.0), |u| u.address());
-                let refusal = match outcome {
-                    ServerOutcome::Setup(_) => transport.refusal(server.index()),
-                    _ => None,
-                };
-                (address, refusal)
+                (address, transport.note(server.index(), outcome))
             })
             .collect();
         Outcomes { report, notes }
@@ -889,7 +898,9 @@ impl Client {
         let op = self.inspect_op(resource.as_ref());
         let transport = &self.shared.transport;
         let inspection = transport.inspect(op);
-        Ok(Inspection::from_core(&inspection, |i| transport.refusal(i)))
+        Ok(Inspection::from_core(&inspection, |i, o| {
+            transport.note(i, o)
+        }))
     }
 
     fn inspect_op(&self, resource: &[u8]) -> Inspect<Resource> {

@@ -29,6 +29,11 @@ pub(crate) struct TlsOptions {
 }
 
 impl TlsOptions {
+    /// Some option was given.
+    pub(crate) fn is_set(&self) -> bool {
+        self.ca_file.is_some() || self.client_cert.is_some() || self.server_name.is_some()
+    }
+
     /// The rustls configuration these options describe. `Err` says which
     /// file is wrong and how, never what a key file holds.
     pub(crate) fn client_config(&self) -> Result<Arc<rustls::ClientConfig>, String> {

@@ -813,12 +813,12 @@ fn tls_servers_that_restart_are_used_again() {
 
 // The builder reads the files once, and says which one is wrong.
 
-/// The text of a [`Error::Tls`] from building a TLS client with `builder`.
+/// The text of a [`Error::TlsSettings`] from building a TLS client with `builder`.
 fn tls_error(builder: Builder) -> String {
     match builder.servers(["rediss://127.0.0.1:6379"]).build() {
-        Err(Error::Tls(text)) => text,
-        Err(other) => panic!("expected Error::Tls, got {other}"),
-        Ok(_) => panic!("expected Error::Tls, the client was built"),
+        Err(Error::TlsSettings(text)) => text,
+        Err(other) => panic!("expected Error::TlsSettings, got {other}"),
+        Ok(_) => panic!("expected Error::TlsSettings, the client was built"),
     }
 }
 
@@ -923,7 +923,7 @@ fn the_builder_refuses_unusable_client_keys_without_printing_them() {
         .servers(["rediss://127.0.0.1:6379"])
         .build()
         .unwrap_err();
-    assert!(matches!(err, Error::Tls(_)), "{err}");
+    assert!(matches!(err, Error::TlsSettings(_)), "{err}");
     let shown = format!("{err} {err:?}");
     assert!(
         !shown.contains(secret) && !shown.contains(encoded),

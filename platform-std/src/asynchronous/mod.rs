@@ -419,7 +419,7 @@ impl AsyncClient {
         match self.run(Call::Inspect(op)).await? {
             Answer::Inspected(out) => {
                 let transport = &self.client.shared.transport;
-                Ok(Inspection::from_core(&out, |i| transport.refusal(i)))
+                Ok(Inspection::from_core(&out, |i, o| transport.note(i, o)))
             }
             other => unreachable!("an inspection answered {other:?}"),
         }

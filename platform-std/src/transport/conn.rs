@@ -80,6 +80,10 @@ pub(super) struct Conn {
     /// Why the server may not be used, since its last handshake failed
     /// (with the server's own error text), until one passes.
     pub(super) refused: Option<(SetupError, String)>,
+    /// Why the connection last failed, when more is known than that it
+    /// failed (a TLS handshake without an answer, a TLS error after the
+    /// handshake passed), for reports: cleared by the next connect.
+    pub(super) failure_note: Option<String>,
 }
 
 /// The longest server error text kept for a report.
@@ -212,13 +216,31 @@ impl Conn {
                 self.url
             );
         }
-        // The TLS layer's own reason, when it is why the connection failed.
-        let refused = refused.or_else(|| {
-            let text = self.stream.as_mut()?.take_failure()?;
-            let text = format!("{}: {text}", SetupError::Tls);
-            log::warn!("redlock: not using {}: {text}", self.url);
-            Some((SetupError::Tls, text))
-        });
+        // The TLS layer's own reason, when it is why the connection failed:
+        // during a handshake (TLS 1.3 refuses a client certificate after
+        // the client finished its own) the server is refused; after the
+        // client's handshake passed it is a connection error (a release
+        // on it is sent again once the connection is back; the new
+        // connection must pass TLS again).
+        let tls_failure = self
+            .stream
+            .as_mut()
+            .and_then(Stream::take_failure)
+            .map(|text| format!("{}: {text}", SetupError::Tls));
+        let in_handshake = self.state != ConnState::Up || self.handshake_left > 0;
+        let refused = match (refused, tls_failure) {
+            (Some(r), _) => Some(r),
+            (None, Some(text)) if in_handshake => {
+                log::warn!("redlock: not using {}: {text}", self.url);
+                Some((SetupError::Tls, text))
+            }
+            (None, Some(text)) => {
+                log::warn!("redlock: {}: {text}", self.url);
+                self.failure_note = Some(text);
+                None
+            }
+            (None, None) => None,
+        };
         if let Some(mut s) = self.stream.take() {
             let _ = registry.deregister(s.tcp_mut());
         }

@@ -283,6 +283,7 @@ impl<J: Job> Transport<J> {
                 incarnation: None,
                 run_id: None,
                 refused: None,
+                failure_note: None,
             })
             .collect();
         let poll = Poll::new()?;
@@ -412,12 +413,24 @@ impl<J: Job> Transport<J> {
         self.lock().conns.get(server).map(|c| c.url.clone())
     }
 
-    /// The server's own error text from the last failed handshake of
-    /// `server`, while it is refused.
-    pub(crate) fn refusal(&self, server: usize) -> Option<String> {
+    /// What a report adds to `outcome` of `server`: the server's own
+    /// error text from its last failed handshake while it is refused (a
+    /// `Setup` outcome), or why its connection failed when more is known
+    /// than that it did (a `ConnectionError`).
+    pub(crate) fn note(
+        &self,
+        server: usize,
+        outcome: redlock_core::ServerOutcome,
+    ) -> Option<String> {
         let st = self.lock();
         let conn = st.conns.get(server)?;
-        conn.refused.as_ref().map(|(_, text)| text.clone())
+        match outcome {
+            redlock_core::ServerOutcome::Setup(_) => {
+                conn.refused.as_ref().map(|(_, text)| text.clone())
+            }
+            redlock_core::ServerOutcome::ConnectionError => conn.failure_note.clone(),
+            _ => None,
+        }
     }
 
     /// The first two entries that are the same server by the addresses

@@ -54,6 +54,7 @@ impl<J: Job> State<J> {
 
     pub(super) fn connect(&mut self, i: usize) -> Result<(), ConnectError> {
         let conn = &mut self.conns[i];
+        conn.failure_note = None;
         if conn.addr_next >= conn.addrs.len() {
             conn.addr_next = 0;
             // Every address was tried. A lookup done since (by a call, before
@@ -306,16 +307,15 @@ impl<J: Job> State<J> {
                 }
                 Some(false) => self.fail_connect(i),
                 None if StdInstant::now() >= since + self.config.connect_timeout => {
-                    let conn = &self.conns[i];
+                    let conn = &mut self.conns[i];
                     if conn.stream.as_ref().is_some_and(Stream::connected) {
                         // (A connection error, not a refusal: a server that
                         // only stalls is tried again, and a release held
                         // here is sent once it is back.)
-                        log::warn!(
-                            "redlock: {} did not finish the TLS handshake within the connect \
-                             timeout (a stalled server, or not a TLS port?)",
-                            conn.url
-                        );
+                        let text = "no answer to the TLS handshake within the connect timeout \
+                                    (a stalled server, or not a TLS port?)";
+                        log::warn!("redlock: {}: {text}", conn.url);
+                        conn.failure_note = Some(text.to_string());
                     } else {
                         log::debug!("redlock: connect to {} timed out", conn.url);
                     }
@@ -500,6 +500,7 @@ impl<J: Job> State<J> {
                 // Every step passed: the requests held behind it go out.
                 conn.failures = 0;
                 conn.refused = None;
+                conn.failure_note = None;
                 conn.urgent_ok = true;
                 conn.releases_held = false;
                 let held = core::mem::take(&mut conn.held);

@@ -227,7 +227,8 @@ impl Timeline {
 
 /// Deletes `keys` on the server at `url` over a plain connection of its
 /// own (with `AUTH` and `SELECT` as the URL says): the demo's cleanup on
-/// servers it did not start. The error never holds the password.
+/// servers it did not start. The error never holds the password. Not for
+/// TLS servers (`url.tls`).
 fn delete_keys(url: &ServerUrl, keys: &[&[u8]]) -> std::io::Result<()> {
     let mut last = std::io::Error::other("the host has no address");
     let mut stream = None;
@@ -509,7 +510,14 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
         let keys: [&[u8]; 2] = [resource.as_bytes(), fence.as_bytes()];
         let mut failed = Vec::new();
         for url in &urls_given {
-            if let Err(e) = delete_keys(url, &keys) {
+            // Its own clean-up connection is plain TCP: never to a TLS
+            // server (it would send the password in clear).
+            if url.tls {
+                failed.push(format!(
+                    "{}: a TLS server (delete them with redis-cli --tls)",
+                    url.address()
+                ));
+            } else if let Err(e) = delete_keys(url, &keys) {
                 failed.push(format!("{}: {e}", url.address()));
             }
         }

@@ -216,25 +216,25 @@ impl Conn {
                 self.url
             );
         }
-        // The TLS layer's own reason, when it is why the connection failed:
-        // during a handshake (TLS 1.3 refuses a client certificate after
-        // the client finished its own) the server is refused; after the
-        // client's handshake passed it is a connection error (a release
-        // on it is sent again once the connection is back; the new
-        // connection must pass TLS again).
-        let tls_failure = self
-            .stream
-            .as_mut()
-            .and_then(Stream::take_failure)
-            .map(|text| format!("{}: {text}", SetupError::Tls));
-        let in_handshake = self.state != ConnState::Up || self.handshake_left > 0;
+        // The TLS layer's own reason, when it is why the connection failed.
+        // An alert from the server before the client's handshake passed
+        // refuses the server (TLS 1.3 refuses a client certificate after
+        // the client finished its side of the TLS handshake). Anything else
+        // once the TLS handshake passed (a corrupt record, a reset) is a
+        // connection error, with the reason kept for reports: a release on
+        // it is sent again once the connection is back, which must pass TLS
+        // again. (Failures during the TLS handshake itself are judged where
+        // it runs, `progress_connects`.)
+        let tls_failure = self.stream.as_mut().and_then(Stream::take_failure);
         let refused = match (refused, tls_failure) {
             (Some(r), _) => Some(r),
-            (None, Some(text)) if in_handshake => {
+            (None, Some(f)) if f.alert && self.handshake_left > 0 => {
+                let text = format!("{}: {}", SetupError::Tls, f.text);
                 log::warn!("redlock: not using {}: {text}", self.url);
                 Some((SetupError::Tls, text))
             }
-            (None, Some(text)) => {
+            (None, Some(f)) => {
+                let text = format!("{}: {}", SetupError::Tls, f.text);
                 log::warn!("redlock: {}: {text}", self.url);
                 self.failure_note = Some(text);
                 None

@@ -414,9 +414,11 @@ impl<J: Job> Transport<J> {
     }
 
     /// What a report adds to `outcome` of `server`: the server's own
-    /// error text from its last failed handshake while it is refused (a
-    /// `Setup` outcome), or why its connection failed when more is known
-    /// than that it did (a `ConnectionError`).
+    /// error text from its last failed handshake while it is refused for
+    /// that reason (a `Setup` outcome), or the latest known reason its
+    /// connection failed, when more is known than that it did (a
+    /// `ConnectionError`; read after the call, so a failure of a reconnect
+    /// made meanwhile may be the one said).
     pub(crate) fn note(
         &self,
         server: usize,
@@ -425,9 +427,11 @@ impl<J: Job> Transport<J> {
         let st = self.lock();
         let conn = st.conns.get(server)?;
         match outcome {
-            redlock_core::ServerOutcome::Setup(_) => {
-                conn.refused.as_ref().map(|(_, text)| text.clone())
-            }
+            redlock_core::ServerOutcome::Setup(why) => conn
+                .refused
+                .as_ref()
+                .filter(|(now, _)| *now == why)
+                .map(|(_, text)| text.clone()),
             redlock_core::ServerOutcome::ConnectionError => conn.failure_note.clone(),
             _ => None,
         }

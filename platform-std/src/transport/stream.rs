@@ -29,6 +29,17 @@ impl core::fmt::Debug for TlsTarget {
 #[derive(Debug, Clone)]
 pub(crate) enum TlsTarget {}
 
+/// Why a TLS session failed.
+#[derive(Debug, Clone)]
+pub(super) struct TlsFailure {
+    /// In words for a report (at most [`MAX_ERROR_TEXT`] bytes).
+    pub(super) text: String,
+    /// The server ended the session with an alert (it refused us: a
+    /// client certificate it does not take, say), rather than the client
+    /// finding fault with what it received.
+    pub(super) alert: bool,
+}
+
 /// A connection's socket, with its TLS session if it has one.
 pub(super) enum Stream {
     Plain(TcpStream),
@@ -44,9 +55,9 @@ pub(super) struct TlsStream {
     /// alert).
     connected: bool,
     tls: rustls::ClientConnection,
-    /// What went wrong in the TLS layer, in words for a report, once it
-    /// failed (the I/O error returned then only says that it failed).
-    failure: Option<String>,
+    /// What went wrong in the TLS layer, once it failed (the I/O error
+    /// returned then only says that it failed).
+    failure: Option<TlsFailure>,
 }
 
 impl core::fmt::Debug for Stream {
@@ -169,8 +180,8 @@ impl Stream {
         }
     }
 
-    /// Why the TLS layer failed, in words for a report (once).
-    pub(super) fn take_failure(&mut self) -> Option<String> {
+    /// Why the TLS layer failed (once).
+    pub(super) fn take_failure(&mut self) -> Option<TlsFailure> {
         match self {
             Stream::Plain(_) => None,
             #[cfg(feature = "tls")]
@@ -226,7 +237,19 @@ impl TlsStream {
                     _ => describe(&e),
                 };
                 log::debug!("redlock: TLS error: {e}");
-                self.failure = Some(text);
+                let mut text = text;
+                if text.len() > MAX_ERROR_TEXT {
+                    let mut end = MAX_ERROR_TEXT;
+                    while !text.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    text.truncate(end);
+                    text.push_str("...");
+                }
+                self.failure = Some(TlsFailure {
+                    text,
+                    alert: matches!(e, rustls::Error::AlertReceived(_)),
+                });
                 // The alert rustls queued for the server, if the socket takes it.
                 let _ = self.tls.write_tls(&mut self.tcp);
                 Err(io::Error::new(io::ErrorKind::InvalidData, "TLS error"))
@@ -263,13 +286,23 @@ impl TlsStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let mut closed = false;
         loop {
+            // Plaintext decrypted before an error is read out first (the
+            // replies that arrived before it are still handed on).
             match self.tls.reader().read(buf) {
-                Ok(n) => return Ok(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock && closed => {
-                    return Err(io::ErrorKind::UnexpectedEof.into());
-                }
+                Ok(n) if n > 0 => return Ok(n),
+                Ok(_) if self.failure.is_none() => return Ok(0),
+                Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
+                Err(e) if self.failure.is_none() => return Err(e),
+                Err(_) => {}
+            }
+            if self.failure.is_some() {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "TLS error"));
+            }
+            if closed {
+                // (Not reached: after the end of the stream rustls' reader
+                // says so; never loop on it.)
+                return Err(io::ErrorKind::UnexpectedEof.into());
             }
             match self.tls.read_tls(&mut self.tcp) {
                 Ok(0) => closed = true,
@@ -277,7 +310,9 @@ impl TlsStream {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
-            self.process()?;
+            // An error is kept in `failure`, and returned once the
+            // plaintext before it was read.
+            let _ = self.process();
         }
     }
 }

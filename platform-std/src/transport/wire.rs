@@ -275,18 +275,19 @@ impl<J: Job> State<J> {
                             self.conns[i].stream.as_mut().and_then(Stream::take_failure);
                         match tls_failed {
                             // The server is refused (an untrusted certificate,
-                            // an alert): no other address is tried now.
-                            Some(text) => {
-                                let text = format!("{}: {text}", SetupError::Tls);
+                            // an alert, not TLS): no other address is tried now.
+                            Some(f) => {
+                                let text = format!("{}: {}", SetupError::Tls, f.text);
                                 log::warn!("redlock: not using {}: {text}", self.conns[i].url);
                                 self.fail_because(i, Some((SetupError::Tls, text)));
                                 continue;
                             }
+                            // Closed or reset mid-handshake: a connection
+                            // error (the next address is tried), said.
                             None => {
-                                log::debug!(
-                                    "redlock: TLS handshake with {} failed: {e}",
-                                    self.conns[i].url
-                                );
+                                let conn = &mut self.conns[i];
+                                log::warn!("redlock: TLS handshake with {} failed: {e}", conn.url);
+                                conn.failure_note = Some(format!("TLS handshake: {e}"));
                                 Some(false)
                             }
                         }
@@ -300,6 +301,9 @@ impl<J: Job> State<J> {
                     let conn = &mut self.conns[i];
                     log::debug!("redlock: connected to {}", conn.url);
                     conn.state = ConnState::Up;
+                    // (What an earlier address or attempt failed with is
+                    // no longer why.)
+                    conn.failure_note = None;
                     conn.handshake_since = StdInstant::now();
                     if self.flush(i).is_err() {
                         self.fail(i);

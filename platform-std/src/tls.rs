@@ -19,6 +19,71 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 use crate::transport::TlsTarget;
 use crate::url::ServerUrl;
+use crate::{Builder, Error};
+
+/// The builder's TLS options (feature `tls`).
+impl Builder {
+    /// TLS: trust only the CA certificates of this PEM file for
+    /// `rediss://` servers, instead of the built-in roots (Mozilla's, from
+    /// `webpki-roots`). Read by [`build`](Builder::build).
+    pub fn tls_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.tls.ca_file = Some(path.into());
+        self
+    }
+
+    /// TLS: present this client certificate (a PEM chain, the client's
+    /// own first) with its private key (PEM: PKCS#8, PKCS#1 or SEC1) to
+    /// servers that ask for one (mutual TLS, `tls-auth-clients yes`). Read
+    /// by [`build`](Builder::build); the key is never printed.
+    pub fn tls_client_cert(
+        mut self,
+        cert: impl Into<std::path::PathBuf>,
+        key: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        self.tls.client_cert = Some((cert.into(), key.into()));
+        self
+    }
+
+    /// TLS: check every `rediss://` server's certificate against this name
+    /// (and send it as SNI) instead of the URL's host: for servers reached
+    /// by an IP address whose certificates name a host. One name for all
+    /// the TLS servers (a certificate they share, or one with every
+    /// server's name); servers with certificates of their own are best
+    /// given by the names those certificates carry.
+    pub fn tls_server_name(mut self, name: impl Into<String>) -> Self {
+        self.tls.server_name = Some(name.into());
+        self
+    }
+
+    /// Each server with its TLS target (`rediss://` ones), the rustls
+    /// configuration made once for all of them.
+    pub(crate) fn tls_targets(
+        &self,
+        urls: &[ServerUrl],
+    ) -> Result<Vec<(ServerUrl, Option<TlsTarget>)>, Error> {
+        let config = match urls.iter().any(|u| u.tls) {
+            true => Some(self.tls.client_config().map_err(Error::TlsSettings)?),
+            false => {
+                if self.tls.is_set() {
+                    log::warn!(
+                        "redlock: TLS settings given, but no server is rediss://: \
+                         they are not used"
+                    );
+                }
+                None
+            }
+        };
+        urls.iter()
+            .map(|u| {
+                let target = match &config {
+                    Some(c) if u.tls => Some(self.tls.target(c, u).map_err(Error::TlsSettings)?),
+                    _ => None,
+                };
+                Ok((u.clone(), target))
+            })
+            .collect()
+    }
+}
 
 /// The builder's TLS options.
 #[derive(Debug, Clone, Default)]

@@ -216,8 +216,8 @@ impl Conn {
                 self.url
             );
         }
-        // The TLS layer's own reason, when it is why the connection failed.
-        // An alert from the server before the client's handshake passed
+        // C9: the TLS layer's own reason, when it is why the connection
+        // failed. An alert from the server before the client's handshake passed
         // refuses the server (TLS 1.3 refuses a client certificate after
         // the client finished its side of the TLS handshake). Anything else
         // once the TLS handshake passed (a corrupt record, a reset) is a

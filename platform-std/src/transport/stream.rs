@@ -2,7 +2,8 @@
 //! `tls`) rustls' sans-IO client session over one. Both are driven by the
 //! same poll: the connection writes and reads plaintext, and the TLS layer
 //! moves records between it and the socket as far as the socket lets it,
-//! never blocking.
+//! never blocking. What a TLS failure makes of the server is SPEC C9
+//! (judged in `wire.rs` during the TLS handshake, in `Conn::fail` after).
 
 use super::*;
 

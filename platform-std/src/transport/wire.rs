@@ -265,7 +265,7 @@ impl<J: Job> State<J> {
                 None => Some(false),
             };
             // Connected: a TLS connection's handshake runs next, within the
-            // same connect timeout.
+            // same connect timeout (C9).
             let ready = match done {
                 Some(true) => match self.conns[i].stream.as_mut().map(Stream::handshake) {
                     Some(Ok(true)) => Some(true),

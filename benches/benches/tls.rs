@@ -200,7 +200,10 @@ fn main() {
         );
         let cpu = row.cost.cpu_per_1000(row.cycles);
         let allocs = row.allocs as f64 / row.cycles.max(1) as f64;
-        println!("| {name} | {a50:.0} | {a99:.0} | {r50:.0} | {r99:.0} | {cpu:.3} | {allocs:.1} |");
+        let switches = row.cost.switches_per(row.cycles);
+        println!(
+            "| {name} | {a50:.0} | {a99:.0} | {r50:.0} | {r99:.0} | {cpu:.3} | {switches:.2} | {allocs:.1} |"
+        );
         medians.push((a50, r50, cpu));
     }
     if let [(pa, pr, pc), (ta, tr, tc)] = medians[..] {

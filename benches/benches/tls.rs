@@ -16,22 +16,18 @@
 //! `CLIENT_BENCH_CYCLES` sets the measured cycles per client (default
 //! 20,000).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
-// The counting allocator forwards to the system allocator.
-#![allow(unsafe_code)]
 
 // Shared with the client bench, which also uses its per-thread counts.
 #[allow(dead_code)]
 #[path = "client/cost.rs"]
 mod cost;
 
-use core::alloc::{GlobalAlloc, Layout};
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use core::time::Duration;
-use std::alloc::System;
 use std::time::Instant;
 
 use redlock_std::Client;
 use redlock_tests::RedisServer;
+use redlock_tests::alloc_count::{self, Counting};
 use redlock_tests::tls::{ServerCert, TestPki};
 
 use crate::cost::Cost;
@@ -40,34 +36,6 @@ const SERVERS: usize = 5;
 const TTL: Duration = Duration::from_secs(10);
 const WARMUP: usize = 2_000;
 const ROUNDS: usize = 8;
-
-struct Counting;
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: every call is forwarded unchanged to `System`, which upholds the
-// `GlobalAlloc` contract; the counter has no effect on the memory handed out.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same layout, forwarded.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -86,8 +54,8 @@ impl Row {
     /// `n` lock + unlock cycles on `client`, measured.
     fn run(&mut self, client: &Client, key: &str, n: usize) {
         let before = Cost::now();
-        let allocs = ALLOCS.load(Ordering::Relaxed);
-        COUNTING.store(true, Ordering::Relaxed);
+        let allocs = alloc_count::count();
+        alloc_count::start();
         for _ in 0..n {
             let t0 = Instant::now();
             let lock = client.lock(key, TTL).expect("lock");
@@ -97,8 +65,8 @@ impl Row {
             self.acquire.push(t1 - t0);
             self.release.push(t2 - t1);
         }
-        COUNTING.store(false, Ordering::Relaxed);
-        self.allocs += ALLOCS.load(Ordering::Relaxed) - allocs;
+        alloc_count::stop();
+        self.allocs += (alloc_count::count() - allocs) as u64;
         self.cost = self.cost.plus(Cost::now().since(before));
         self.cycles += n as u64;
     }

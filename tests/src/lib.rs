@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use redlock_resp::{Arg, Reply, Status};
 
+pub mod alloc_count;
 pub mod embedded;
 pub mod fake;
 pub mod proxy;

@@ -9,83 +9,23 @@
 //! the first ones counted are printed with their backtraces.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test driver
-// The counting allocator forwards to the system allocator.
-#![allow(unsafe_code)]
 
 extern crate alloc;
 
 use alloc::sync::Arc;
-use core::alloc::{GlobalAlloc, Layout};
-use core::cell::Cell;
 use core::future::Future;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use core::time::Duration;
-use std::alloc::System;
-use std::sync::Mutex;
 
 use redlock_std::{AsyncClient, Client};
 use redlock_tests::RedisServer;
+use redlock_tests::alloc_count::{self, Counting};
 
-struct Counting;
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
 /// How many of the first counted allocations get a backtrace.
 const TRACED: usize = 4;
-static TRACES: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-thread_local! {
-    /// This thread is recording a backtrace: its own allocations are not
-    /// counted (nor traced, which would recurse).
-    static TRACING: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Counts an allocation, and records where it came from if it is one of
-/// the first.
-fn count() {
-    if !COUNTING.load(Ordering::Relaxed) || TRACING.with(Cell::get) {
-        return;
-    }
-    let n = ALLOCS.fetch_add(1, Ordering::Relaxed);
-    if n < TRACED {
-        TRACING.with(|t| t.set(true));
-        let thread = std::thread::current();
-        let trace = format!(
-            "allocation {n} on thread {:?}:\n{}",
-            thread.name().unwrap_or("?"),
-            std::backtrace::Backtrace::force_capture()
-        );
-        TRACES
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(trace);
-        TRACING.with(|t| t.set(false));
-    }
-}
-
-// SAFETY: every call is forwarded unchanged to `System`, which upholds the
-// `GlobalAlloc` contract; the counter has no effect on the memory handed
-// out. Recording a backtrace allocates from within `alloc`, which is sound
-// (`System` is reentrant) and cannot recurse (the thread-local flag).
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: same layout, forwarded.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        // SAFETY: forwarded with the caller's guarantees.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: Counting<TRACED> = Counting;
 
 const CYCLES: usize = 1_000;
 const TTL: Duration = Duration::from_secs(10);
@@ -101,16 +41,12 @@ async fn cycles(c: &AsyncClient, n: usize) {
 /// backtraces of the first ones. Counting starts inside the executor, so
 /// that what the executor allocates once per `block_on` is not counted.
 async fn allocations_of(run: impl Future<Output = ()>) -> (usize, Vec<String>) {
-    ALLOCS.store(0, Ordering::SeqCst);
-    COUNTING.store(true, Ordering::SeqCst);
+    alloc_count::reset();
+    alloc_count::start();
     run.await;
-    COUNTING.store(false, Ordering::SeqCst);
-    let traces = core::mem::take(
-        &mut *TRACES
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    );
-    (ALLOCS.load(Ordering::SeqCst), traces)
+    alloc_count::stop();
+    let traces = alloc_count::take_traces();
+    (alloc_count::count(), traces)
 }
 
 /// Prints the figure (shown with `--nocapture`) and where the first

@@ -1,46 +1,15 @@
 //! Zero heap allocations per lock + unlock cycle once connected, counted by
-//! a global allocator (this test binary has only this test, so nothing else
-//! allocates meanwhile).
+//! a global allocator (the harness's `alloc_count`; this test binary has
+//! only this test, so nothing else allocates meanwhile).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test driver
-// The counting allocator forwards to the system allocator.
-#![allow(unsafe_code)]
 
-use core::alloc::{GlobalAlloc, Layout};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use core::time::Duration;
-use std::alloc::System;
 
 use redlock_std::Client;
 use redlock_tests::RedisServer;
-
-struct Counting;
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is forwarded unchanged to `System`, which upholds the
-// `GlobalAlloc` contract; the counter has no effect on the memory handed out.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same layout, forwarded.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: forwarded with the caller's guarantees.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use redlock_tests::alloc_count::{self, Counting};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -58,14 +27,14 @@ fn lock_and_unlock_allocate_nothing_once_connected() {
         let lock = client.lock(b"resource:orders:42", ttl).unwrap();
         client.unlock(&lock).unwrap();
     }
-    COUNTING.store(true, Ordering::SeqCst);
+    alloc_count::start();
     for _ in 0..1_000 {
         let lock = client.lock(b"resource:orders:42", ttl).unwrap();
         client.unlock(&lock).unwrap();
     }
-    COUNTING.store(false, Ordering::SeqCst);
+    alloc_count::stop();
     assert_eq!(
-        ALLOCS.load(Ordering::SeqCst),
+        alloc_count::count(),
         0,
         "allocations in 1000 lock+unlock cycles"
     );
@@ -100,12 +69,12 @@ fn lock_and_unlock_allocate_nothing_once_connected() {
         while !settled(workers.iter().filter(|w| w.is_finished()).count()) {
             std::thread::sleep(Duration::from_millis(1));
         }
-        COUNTING.store(true, Ordering::SeqCst);
+        alloc_count::start();
         go.store(true, Ordering::SeqCst);
         while !workers.iter().all(|w| w.is_finished()) {
             std::thread::sleep(Duration::from_millis(1));
         }
-        COUNTING.store(false, Ordering::SeqCst);
+        alloc_count::stop();
         for w in workers {
             if let Err(panic) = w.join() {
                 std::panic::resume_unwind(panic);
@@ -113,7 +82,7 @@ fn lock_and_unlock_allocate_nothing_once_connected() {
         }
     });
     assert_eq!(
-        ALLOCS.load(Ordering::SeqCst),
+        alloc_count::count(),
         0,
         "allocations in 4 x 250 lock+unlock cycles from 4 threads"
     );

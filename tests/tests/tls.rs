@@ -74,6 +74,35 @@ fn lock_extend_inspect_unlock(client: &Client, witness: &Client, n: usize) {
     witness.unlock(&other).expect("unlock over TLS");
 }
 
+/// Two clients over `urls` that trust the PKI's CA: the one that locks
+/// and the witness of [`lock_extend_inspect_unlock`].
+fn client_and_witness(pki: &TestPki, urls: &[String]) -> (Client, Client) {
+    let client = trusting(pki, urls).build().unwrap();
+    let witness = trusting(pki, urls).build().unwrap();
+    (client, witness)
+}
+
+/// A client over `urls` that trusts the PKI's CA and presents the client
+/// certificate the CA signed (for servers that check clients).
+fn with_client_cert(pki: &TestPki, urls: &[String]) -> Client {
+    let mine = pki.client();
+    trusting(pki, urls)
+        .tls_client_cert(&mine.cert, &mine.key)
+        .build()
+        .unwrap()
+}
+
+/// Asserts that each of the plain `servers` holds `key` with `token` (read
+/// in plain text).
+fn assert_plain_servers_hold(servers: &[RedisServer], key: &[u8], token: &str) {
+    for s in servers {
+        assert_eq!(
+            s.conn().unwrap().request(&[b"GET", key]).unwrap(),
+            redlock_tests::Value::Bulk(token.as_bytes().to_vec())
+        );
+    }
+}
+
 /// Fenced locks over TLS: the fence grows from one lock to the next.
 fn fenced_locks(pki: &TestPki, urls: &[String]) {
     let fenced = trusting(pki, urls).fencing(true).build().unwrap();
@@ -92,15 +121,20 @@ fn fenced_locks(pki: &TestPki, urls: &[String]) {
     fenced.unlock(&second).unwrap();
 }
 
+/// [`lock_extend_inspect_unlock`] with two clients over the `n` servers at
+/// `urls`, then [`fenced_locks`].
+fn operations_and_fences(pki: &TestPki, urls: &[String], n: usize) {
+    let (client, witness) = client_and_witness(pki, urls);
+    lock_extend_inspect_unlock(&client, &witness, n);
+    fenced_locks(pki, urls);
+}
+
 #[test]
 fn lock_extend_inspect_unlock_and_fence_over_tls_on_three_servers() {
     let pki = pki();
     let s = tls_servers(&pki, 3, TlsOptions::default());
     let urls = rediss_all(&s);
-    let client = trusting(&pki, &urls).build().unwrap();
-    let witness = trusting(&pki, &urls).build().unwrap();
-    lock_extend_inspect_unlock(&client, &witness, 3);
-    fenced_locks(&pki, &urls);
+    operations_and_fences(&pki, &urls, 3);
 }
 
 #[test]
@@ -108,35 +142,23 @@ fn lock_extend_inspect_unlock_and_fence_over_tls_on_five_servers_by_name() {
     let pki = pki();
     let s = tls_servers(&pki, 5, TlsOptions::default());
     // By host name: the certificate's DNS name is checked, not its IP.
-    let urls: Vec<String> = s
-        .iter()
-        .map(|s| format!("rediss://localhost:{}", s.port()))
-        .collect();
-    let client = trusting(&pki, &urls).build().unwrap();
-    let witness = trusting(&pki, &urls).build().unwrap();
-    lock_extend_inspect_unlock(&client, &witness, 5);
-    fenced_locks(&pki, &urls);
+    let urls = rediss_by_name(&s);
+    operations_and_fences(&pki, &urls, 5);
 }
 
 #[test]
 fn one_client_mixes_plain_and_tls_servers() {
     let pki = pki();
     let tls = tls_servers(&pki, 3, TlsOptions::default());
-    let plain: Vec<RedisServer> = (0..2).map(|_| RedisServer::start().unwrap()).collect();
+    let plain = plain_servers(2);
     let mut urls = rediss_all(&tls);
-    urls.extend(plain.iter().map(|s| format!("redis://{}", s.addr())));
-    let client = trusting(&pki, &urls).build().unwrap();
-    let witness = trusting(&pki, &urls).build().unwrap();
+    urls.extend(redis_all(&plain));
+    let (client, witness) = client_and_witness(&pki, &urls);
     lock_extend_inspect_unlock(&client, &witness, 5);
     // The plain servers really hold the keys (read in plain text).
     let lock = client.lock(b"mixed", TTL).unwrap();
     let _ = client.inspect(b"mixed").unwrap(); // after every SET
-    for s in &plain {
-        assert_eq!(
-            s.conn().unwrap().request(&[b"GET", b"mixed"]).unwrap(),
-            redlock_tests::Value::Bulk(lock.token().as_bytes().to_vec())
-        );
-    }
+    assert_plain_servers_hold(&plain, b"mixed", lock.token());
     client.unlock(&lock).unwrap();
 }
 
@@ -187,13 +209,11 @@ fn a_tls_port_addressed_as_plain_and_a_plain_port_addressed_as_tls_are_not_used(
     // request timeout is longer than the connect timeout: the silent
     // server is given up by the latter.)
     let urls = vec![rediss(&tls[0]), plain_to_tls, tls_to_plain];
-    let err = trusting(&pki, &urls)
-        .connect_timeout(connect_timeout)
-        .request_timeout(LONG_REQUEST_TIMEOUT)
-        .build()
-        .unwrap()
-        .lock(b"res", TTL)
-        .unwrap_err();
+    let err = lock_error(
+        trusting(&pki, &urls)
+            .connect_timeout(connect_timeout)
+            .request_timeout(LONG_REQUEST_TIMEOUT),
+    );
     let o = unavailable(&err);
     // The TLS port spoken to in plain text fails as a connection does (it
     // closes, or answers with bytes that are no RESP).
@@ -246,11 +266,7 @@ fn a_peer_that_answers_the_hello_in_resp_or_http_is_not_a_tls_server() {
         format!("rediss://{}", http.addr),
         rediss(&good),
     ];
-    let err = trusting(&pki, &urls)
-        .build()
-        .unwrap()
-        .lock(b"res", TTL)
-        .unwrap_err();
+    let err = lock_error(trusting(&pki, &urls));
     let o = unavailable(&err);
     for (server, addr) in [(0, &resp.addr), (1, &http.addr)] {
         let why = o.refusal(ServerId(server)).unwrap_or_else(|| {
@@ -267,25 +283,18 @@ fn mutual_tls_works_with_the_client_certificate() {
     let pki = pki();
     let s = tls_servers(&pki, 3, CHECK_CLIENTS);
     let urls = rediss_all(&s);
-    let client = pki.client();
-    let with_cert = |urls: &[String]| {
-        trusting(&pki, urls)
-            .tls_client_cert(&client.cert, &client.key)
-            .build()
-            .unwrap()
-    };
-    lock_extend_inspect_unlock(&with_cert(&urls), &with_cert(&urls), 3);
+    lock_extend_inspect_unlock(
+        &with_client_cert(&pki, &urls),
+        &with_client_cert(&pki, &urls),
+        3,
+    );
 }
 
 #[test]
 fn mutual_tls_refuses_a_client_without_a_certificate() {
     let pki = pki();
     let s = tls_servers(&pki, 3, CHECK_CLIENTS);
-    let err = trusting(&pki, &rediss_all(&s))
-        .build()
-        .unwrap()
-        .lock(b"res", TTL)
-        .unwrap_err();
+    let err = lock_error(trusting(&pki, &rediss_all(&s)));
     assert_tls_refused(&err, 2, "client certificate");
 }
 
@@ -294,12 +303,8 @@ fn mutual_tls_refuses_a_client_certificate_of_another_ca() {
     let pki = pki();
     let s = tls_servers(&pki, 3, CHECK_CLIENTS);
     let foreign = pki.other_ca_client();
-    let err = trusting(&pki, &rediss_all(&s))
-        .tls_client_cert(&foreign.cert, &foreign.key)
-        .build()
-        .unwrap()
-        .lock(b"res", TTL)
-        .unwrap_err();
+    let err =
+        lock_error(trusting(&pki, &rediss_all(&s)).tls_client_cert(&foreign.cert, &foreign.key));
     assert_tls_refused(&err, 2, "client certificate");
 }
 
@@ -308,66 +313,29 @@ fn a_server_certificate_from_an_untrusted_ca_is_refused() {
     let pki = pki();
     let good = tls_servers(&pki, 3, TlsOptions::default());
     // Trusting only the other CA.
-    let err = trusting(&pki, &rediss_all(&good))
-        .tls_ca_file(pki.other_ca())
-        .build()
-        .unwrap()
-        .lock(b"res", TTL)
-        .unwrap_err();
+    let err = lock_error(trusting(&pki, &rediss_all(&good)).tls_ca_file(pki.other_ca()));
     assert_tls_refused(&err, 2, "unknown CA");
     // Mozilla's roots (the default) do not know the test CA either.
-    let err = Client::builder()
-        .servers(rediss_all(&good))
-        .retry(0, Duration::ZERO)
-        .build()
-        .unwrap()
-        .lock(b"res", TTL)
-        .unwrap_err();
+    let err = lock_error(
+        Client::builder()
+            .servers(rediss_all(&good))
+            .retry(0, Duration::ZERO),
+    );
     assert_tls_refused(&err, 2, "unknown CA");
     // Servers whose certificates the other CA signed.
-    let other = tls_servers(
-        &pki,
-        3,
-        TlsOptions {
-            cert: ServerCert::OtherCa,
-            ..TlsOptions::default()
-        },
-    );
-    let err = trusting(&pki, &rediss_all(&other))
-        .build()
-        .unwrap()
-        .lock(b"res", TTL)
-        .unwrap_err();
+    let other = servers_presenting(&pki, 3, ServerCert::OtherCa);
+    let err = lock_error(trusting(&pki, &rediss_all(&other)));
     assert_tls_refused(&err, 2, "unknown CA");
 }
 
 #[test]
 fn a_certificate_for_another_name_is_refused_unless_that_name_is_asked_for() {
     let pki = pki();
-    let wrong = tls_servers(
-        &pki,
-        3,
-        TlsOptions {
-            cert: ServerCert::WrongName,
-            ..TlsOptions::default()
-        },
-    );
+    let wrong = servers_presenting(&pki, 3, ServerCert::WrongName);
     // By IP address, and by host name.
-    let err = trusting(&pki, &rediss_all(&wrong))
-        .build()
-        .unwrap()
-        .lock(b"res", TTL)
-        .unwrap_err();
+    let err = lock_error(trusting(&pki, &rediss_all(&wrong)));
     assert_tls_refused(&err, 2, "not valid for the name");
-    let by_name: Vec<String> = wrong
-        .iter()
-        .map(|s| format!("rediss://localhost:{}", s.port()))
-        .collect();
-    let err = trusting(&pki, &by_name)
-        .build()
-        .unwrap()
-        .lock(b"res", TTL)
-        .unwrap_err();
+    let err = lock_error(trusting(&pki, &rediss_by_name(&wrong)));
     assert_tls_refused(&err, 2, "not valid for the name");
     // Asking for the certificate's name instead of the URLs' hosts.
     let named = trusting(&pki, &rediss_all(&wrong))
@@ -379,41 +347,30 @@ fn a_certificate_for_another_name_is_refused_unless_that_name_is_asked_for() {
 
     // And the other way round: good certificates, another name asked for.
     let good = tls_servers(&pki, 3, TlsOptions::default());
-    let err = trusting(&pki, &rediss_all(&good))
-        .tls_server_name(WRONG_NAME)
-        .build()
-        .unwrap()
-        .lock(b"res", TTL)
-        .unwrap_err();
+    let err = lock_error(trusting(&pki, &rediss_all(&good)).tls_server_name(WRONG_NAME));
     assert_tls_refused(&err, 2, "not valid for the name");
 }
 
 #[test]
 fn an_expired_certificate_is_refused() {
     let pki = pki();
-    let s = tls_servers(
-        &pki,
-        3,
-        TlsOptions {
-            cert: ServerCert::Expired,
-            ..TlsOptions::default()
-        },
-    );
-    let err = trusting(&pki, &rediss_all(&s))
-        .build()
-        .unwrap()
-        .lock(b"res", TTL)
-        .unwrap_err();
+    let s = servers_presenting(&pki, 3, ServerCert::Expired);
+    let err = lock_error(trusting(&pki, &rediss_all(&s)));
     assert_tls_refused(&err, 2, "expired");
 }
 
 /// Servers that speak TLS 1.2 only.
 const TLS_1_2: [&str; 2] = ["--tls-protocols", "TLSv1.2"];
 
-fn tls_1_2_servers(pki: &TestPki, options: TlsOptions) -> Vec<RedisServer> {
+/// Three TLS servers with `options` and the `extra` arguments.
+fn tls_servers_with(pki: &TestPki, options: TlsOptions, extra: &[&str]) -> Vec<RedisServer> {
     (0..3)
-        .map(|_| RedisServer::start_tls_with(pki, options, &TLS_1_2).unwrap())
+        .map(|_| RedisServer::start_tls_with(pki, options, extra).unwrap())
         .collect()
+}
+
+fn tls_1_2_servers(pki: &TestPki, options: TlsOptions) -> Vec<RedisServer> {
+    tls_servers_with(pki, options, &TLS_1_2)
 }
 
 #[test]
@@ -421,20 +378,16 @@ fn tls_1_2_servers_work() {
     let pki = pki();
     let no_client_check = tls_1_2_servers(&pki, TlsOptions::default());
     let urls = rediss_all(&no_client_check);
-    let client = trusting(&pki, &urls).build().unwrap();
-    let witness = trusting(&pki, &urls).build().unwrap();
+    let (client, witness) = client_and_witness(&pki, &urls);
     lock_extend_inspect_unlock(&client, &witness, 3);
     // And with mutual TLS.
     let mutual = tls_1_2_servers(&pki, CHECK_CLIENTS);
     let urls = rediss_all(&mutual);
-    let mine = pki.client();
-    let with_cert = || {
-        trusting(&pki, &urls)
-            .tls_client_cert(&mine.cert, &mine.key)
-            .build()
-            .unwrap()
-    };
-    lock_extend_inspect_unlock(&with_cert(), &with_cert(), 3);
+    lock_extend_inspect_unlock(
+        &with_client_cert(&pki, &urls),
+        &with_client_cert(&pki, &urls),
+        3,
+    );
 }
 
 #[test]
@@ -444,11 +397,7 @@ fn tls_1_2_servers_refuse_a_client_without_a_certificate() {
     // TLS 1.2 refuses during the handshake (TLS 1.3 after the client
     // finished it), with a handshake_failure alert (1.2 has no
     // certificate_required): the report should still say why.
-    let err = trusting(&pki, &rediss_all(&s))
-        .build()
-        .unwrap()
-        .lock(b"res", TTL)
-        .unwrap_err();
+    let err = lock_error(trusting(&pki, &rediss_all(&s)));
     assert_tls_refused(&err, 2, "client certificate");
 }
 
@@ -457,12 +406,8 @@ fn tls_1_2_servers_refuse_a_client_certificate_of_another_ca() {
     let pki = pki();
     let s = tls_1_2_servers(&pki, CHECK_CLIENTS);
     let foreign = pki.other_ca_client();
-    let err = trusting(&pki, &rediss_all(&s))
-        .tls_client_cert(&foreign.cert, &foreign.key)
-        .build()
-        .unwrap()
-        .lock(b"res", TTL)
-        .unwrap_err();
+    let err =
+        lock_error(trusting(&pki, &rediss_all(&s)).tls_client_cert(&foreign.cert, &foreign.key));
     assert_tls_refused(&err, 2, "client certificate");
 }
 
@@ -478,16 +423,8 @@ fn a_server_alert_is_reported() {
         "--tls-ciphers",
         "DHE-RSA-AES256-SHA256",
     ];
-    let s: Vec<RedisServer> = (0..3)
-        .map(|_| {
-            RedisServer::start_tls_with(&pki, TlsOptions::default(), &no_common_cipher).unwrap()
-        })
-        .collect();
-    let err = trusting(&pki, &rediss_all(&s))
-        .build()
-        .unwrap()
-        .lock(b"res", TTL)
-        .unwrap_err();
+    let s = tls_servers_with(&pki, TlsOptions::default(), &no_common_cipher);
+    let err = lock_error(trusting(&pki, &rediss_all(&s)));
     assert_tls_refused(&err, 2, "alert");
     assert!(!err.to_string().contains("client certificate"), "{err}");
 }
@@ -626,8 +563,8 @@ fn the_builder_refuses_a_server_name_that_is_not_one() {
 #[test]
 fn tls_options_with_plain_servers_only_are_unused() {
     let pki = pki();
-    let s: Vec<RedisServer> = (0..3).map(|_| RedisServer::start().unwrap()).collect();
-    let urls: Vec<String> = s.iter().map(|s| format!("redis://{}", s.addr())).collect();
+    let s = plain_servers(3);
+    let urls = redis_all(&s);
     let client = pki.client();
     let c = trusting(&pki, &urls)
         .tls_client_cert(&client.cert, &client.key)
@@ -636,11 +573,6 @@ fn tls_options_with_plain_servers_only_are_unused() {
         .expect("TLS options do not hinder plain servers");
     let lock = c.lock(b"res", TTL).unwrap();
     let _ = c.inspect(b"res").unwrap(); // after every SET
-    for server in &s {
-        assert_eq!(
-            server.conn().unwrap().request(&[b"GET", b"res"]).unwrap(),
-            redlock_tests::Value::Bulk(lock.token().as_bytes().to_vec())
-        );
-    }
+    assert_plain_servers_hold(&s, b"res", lock.token());
     assert_eq!(c.unlock(&lock).unwrap().deleted(), 3);
 }

@@ -12,70 +12,88 @@ mod tls_common;
 
 use tls_common::*;
 
+/// What the relays below share: a listener on a free loopback port whose
+/// thread connects each client it accepts to `upstream` and hands both
+/// connections to `relay`; it stops accepting when this is dropped.
+struct RelayListener {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+}
+
+impl RelayListener {
+    fn start(
+        upstream: SocketAddr,
+        mut relay: impl FnMut(TcpStream, TcpStream) + Send + 'static,
+    ) -> RelayListener {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if stop2.load(Ordering::Relaxed) {
+                    break;
+                }
+                let (Ok(client), Ok(server)) = (client, TcpStream::connect(upstream)) else {
+                    continue;
+                };
+                relay(client, server);
+            }
+        });
+        RelayListener { addr, stop }
+    }
+}
+
+impl Drop for RelayListener {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Wake the accept loop so that it sees the stop.
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
 /// A relay to `upstream` that forwards all the client sends but only the
 /// first `budget` bytes the server sends on each connection, then nothing
 /// (the connection stays open): a server that stops mid-handshake, after
 /// part of its first flight.
 struct StallingRelay {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
+    listener: RelayListener,
     /// Server bytes forwarded so far, all connections together.
     forwarded: Arc<AtomicUsize>,
 }
 
 impl StallingRelay {
     fn start(upstream: SocketAddr, budget: usize) -> StallingRelay {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
         let forwarded = Arc::new(AtomicUsize::new(0));
-        let (stop2, forwarded2) = (stop.clone(), forwarded.clone());
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                if stop2.load(Ordering::Relaxed) {
-                    break;
-                }
-                let (Ok(mut client), Ok(mut server)) = (client, TcpStream::connect(upstream))
-                else {
-                    continue;
-                };
-                let (mut to_server, mut from_server) =
-                    (server.try_clone().unwrap(), client.try_clone().unwrap());
-                std::thread::spawn(move || {
-                    let _ = std::io::copy(&mut client, &mut to_server);
-                    let _ = to_server.shutdown(std::net::Shutdown::Both);
-                });
-                let forwarded = forwarded2.clone();
-                std::thread::spawn(move || {
-                    let mut left = budget;
-                    let mut buf = [0u8; 4096];
-                    // Forward up to the budget, then read and drop the rest
-                    // until either side closes.
-                    while let Ok(n @ 1..) = server.read(&mut buf) {
-                        let pass = n.min(left);
-                        if pass > 0 && from_server.write_all(&buf[..pass]).is_err() {
-                            break;
-                        }
-                        left -= pass;
-                        forwarded.fetch_add(pass, Ordering::Relaxed);
+        let forwarded2 = forwarded.clone();
+        let listener = RelayListener::start(upstream, move |mut client, mut server| {
+            let (mut to_server, mut from_server) =
+                (server.try_clone().unwrap(), client.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut client, &mut to_server);
+                let _ = to_server.shutdown(std::net::Shutdown::Both);
+            });
+            let forwarded = forwarded2.clone();
+            std::thread::spawn(move || {
+                let mut left = budget;
+                let mut buf = [0u8; 4096];
+                // Forward up to the budget, then read and drop the rest
+                // until either side closes.
+                while let Ok(n @ 1..) = server.read(&mut buf) {
+                    let pass = n.min(left);
+                    if pass > 0 && from_server.write_all(&buf[..pass]).is_err() {
+                        break;
                     }
-                    let _ = from_server.shutdown(std::net::Shutdown::Both);
-                });
-            }
+                    left -= pass;
+                    forwarded.fetch_add(pass, Ordering::Relaxed);
+                }
+                let _ = from_server.shutdown(std::net::Shutdown::Both);
+            });
         });
         StallingRelay {
-            addr,
-            stop,
+            listener,
             forwarded,
         }
-    }
-}
-
-impl Drop for StallingRelay {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        // Wake the accept loop so that it sees the stop.
-        let _ = TcpStream::connect(self.addr);
     }
 }
 
@@ -101,17 +119,9 @@ fn lock_fails_by_the_connect_timeout(pki: &TestPki, urls: &[String]) -> Client {
     // A connection error (a stalled server is tried again), and the report
     // says why. (The third server's handshake began last: it cannot time
     // out before the stalled ones, and the call waits for both.)
-    for stalled in [0, 1] {
-        assert_eq!(
-            o.get(ServerId(stalled)),
-            Some(ServerOutcome::ConnectionError),
-            "{err}"
-        );
-        let why = o
-            .refusal(ServerId(stalled))
-            .unwrap_or_else(|| panic!("no note for server {stalled}: {err}"));
+    assert_connection_errors_noted(&err, o, &[0, 1], |why| {
         assert!(why.contains(NO_ANSWER), "{err}");
-    }
+    });
     assert!(
         err.to_string()
             .contains("connection failed: no answer to the TLS handshake"),
@@ -130,17 +140,11 @@ fn lock_fails_by_the_connect_timeout(pki: &TestPki, urls: &[String]) -> Client {
 fn a_server_stalled_before_its_handshake_answer_is_given_up_by_the_connect_timeout() {
     let pki = pki();
     let s = tls_servers(&pki, 3, TlsOptions::default());
-    let proxies: Vec<FaultProxy> = s[..2]
-        .iter()
-        .map(|s| FaultProxy::start(s.addr()).unwrap())
-        .collect();
+    let proxies = proxies_to(&s[..2]);
     for p in &proxies {
         p.set(Fault::Hold);
     }
-    let mut urls: Vec<String> = proxies
-        .iter()
-        .map(|p| format!("rediss://{}", p.addr()))
-        .collect();
+    let mut urls = rediss_to(proxies.iter().map(FaultProxy::addr));
     urls.push(rediss(&s[2]));
     let client = lock_fails_by_the_connect_timeout(&pki, &urls);
     assert!(proxies.iter().all(|p| p.accepted() >= 1));
@@ -164,10 +168,7 @@ fn a_server_stalled_mid_handshake_is_given_up_by_the_connect_timeout() {
         .iter()
         .map(|s| StallingRelay::start(s.addr(), budget))
         .collect();
-    let mut urls: Vec<String> = relays
-        .iter()
-        .map(|r| format!("rediss://{}", r.addr))
-        .collect();
+    let mut urls = rediss_to(relays.iter().map(|r| r.listener.addr));
     urls.push(rediss(&s[2]));
     let _client = lock_fails_by_the_connect_timeout(&pki, &urls);
     // The servers did answer, and the client got part of each answer.
@@ -176,6 +177,14 @@ fn a_server_stalled_mid_handshake_is_given_up_by_the_connect_timeout() {
             .iter()
             .all(|r| r.forwarded.load(Ordering::Relaxed) >= budget)
     );
+}
+
+/// A [`FaultProxy`] in front of each of `servers`, passing everything.
+fn proxies_to(servers: &[RedisServer]) -> Vec<FaultProxy> {
+    servers
+        .iter()
+        .map(|s| FaultProxy::start(s.addr()).unwrap())
+        .collect()
 }
 
 /// Locks `resource`, retrying while a reconnect may still be in its backoff
@@ -198,19 +207,13 @@ fn lock_eventually(client: &Client) -> redlock_std::Lock {
 fn a_byte_at_a_time_link_still_completes_the_handshake() {
     let pki = pki();
     let s = tls_servers(&pki, 3, TlsOptions::default());
-    let proxies: Vec<FaultProxy> = s
-        .iter()
-        .map(|s| FaultProxy::start(s.addr()).unwrap())
-        .collect();
+    let proxies = proxies_to(&s);
     // Every TLS record arrives in one-byte pieces, in both directions: a
     // handshake of a few kilobytes takes a second or so.
     for p in &proxies {
         p.set(Fault::Drip(Duration::from_micros(100)));
     }
-    let urls: Vec<String> = proxies
-        .iter()
-        .map(|p| format!("rediss://{}", p.addr()))
-        .collect();
+    let urls = rediss_to(proxies.iter().map(FaultProxy::addr));
     let timeout = Duration::from_secs(10);
     let client = trusting(&pki, &urls)
         .connect_timeout(timeout)
@@ -234,14 +237,8 @@ fn a_byte_at_a_time_link_still_completes_the_handshake() {
 fn after_a_reset_the_client_reconnects_over_tls() {
     let pki = pki();
     let s = tls_servers(&pki, 3, TlsOptions::default());
-    let proxies: Vec<FaultProxy> = s
-        .iter()
-        .map(|s| FaultProxy::start(s.addr()).unwrap())
-        .collect();
-    let urls: Vec<String> = proxies
-        .iter()
-        .map(|p| format!("rediss://{}", p.addr()))
-        .collect();
+    let proxies = proxies_to(&s);
+    let urls = rediss_to(proxies.iter().map(FaultProxy::addr));
     let client = trusting(&pki, &urls).build().unwrap();
     let lock = client.lock(b"res", TTL).unwrap();
     client.unlock(&lock).unwrap();
@@ -317,8 +314,7 @@ const CORRUPT_REPLY: u8 = 2;
 /// [`SWALLOW_REQUEST`] and [`CORRUPT_REPLY`]) and forwards nothing more on
 /// that connection (the client closes it). New connections pass again.
 struct CorruptingRelay {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
+    listener: RelayListener,
     armed: Arc<AtomicU8>,
     /// Corrupt records sent so far.
     fired: Arc<AtomicUsize>,
@@ -328,50 +324,36 @@ struct CorruptingRelay {
 
 impl CorruptingRelay {
     fn start(upstream: SocketAddr) -> CorruptingRelay {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let relay = CorruptingRelay {
-            addr,
-            stop: Arc::new(AtomicBool::new(false)),
-            armed: Arc::new(AtomicU8::new(PASS)),
-            fired: Arc::new(AtomicUsize::new(0)),
-            accepted: Arc::new(AtomicUsize::new(0)),
-        };
-        let (stop, armed, fired, accepted) = (
-            relay.stop.clone(),
-            relay.armed.clone(),
-            relay.fired.clone(),
-            relay.accepted.clone(),
-        );
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let (Ok(client), Ok(server)) = (client, TcpStream::connect(upstream)) else {
+        let armed = Arc::new(AtomicU8::new(PASS));
+        let fired = Arc::new(AtomicUsize::new(0));
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let (armed2, fired2, accepted2) = (armed.clone(), fired.clone(), accepted.clone());
+        let listener = RelayListener::start(upstream, move |client, server| {
+            accepted2.fetch_add(1, Ordering::Relaxed);
+            let _ = client.set_nodelay(true);
+            let _ = server.set_nodelay(true);
+            // Set once this connection's corrupt record went out: from
+            // then on nothing is forwarded either way.
+            let cut = Arc::new(AtomicBool::new(false));
+            for (from, to, mode) in [
+                (client.try_clone(), server.try_clone(), SWALLOW_REQUEST),
+                (server.try_clone(), client.try_clone(), CORRUPT_REPLY),
+            ] {
+                let (Ok(from), Ok(to), Ok(to_client)) = (from, to, client.try_clone()) else {
                     continue;
                 };
-                accepted.fetch_add(1, Ordering::Relaxed);
-                let _ = client.set_nodelay(true);
-                let _ = server.set_nodelay(true);
-                // Set once this connection's corrupt record went out: from
-                // then on nothing is forwarded either way.
-                let cut = Arc::new(AtomicBool::new(false));
-                for (from, to, mode) in [
-                    (client.try_clone(), server.try_clone(), SWALLOW_REQUEST),
-                    (server.try_clone(), client.try_clone(), CORRUPT_REPLY),
-                ] {
-                    let (Ok(from), Ok(to), Ok(to_client)) = (from, to, client.try_clone()) else {
-                        continue;
-                    };
-                    let (cut, armed, fired) = (cut.clone(), armed.clone(), fired.clone());
-                    std::thread::spawn(move || {
-                        relay_one_way(from, to, to_client, mode, &cut, &armed, &fired);
-                    });
-                }
+                let (cut, armed, fired) = (cut.clone(), armed2.clone(), fired2.clone());
+                std::thread::spawn(move || {
+                    relay_one_way(from, to, to_client, mode, &cut, &armed, &fired);
+                });
             }
         });
-        relay
+        CorruptingRelay {
+            listener,
+            armed,
+            fired,
+            accepted,
+        }
     }
 
     /// The next bytes of `mode`'s direction are replaced (once).
@@ -422,14 +404,6 @@ fn relay_one_way(
     let _ = from.shutdown(std::net::Shutdown::Both);
 }
 
-impl Drop for CorruptingRelay {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        // Wake the accept loop so that it sees the stop.
-        let _ = TcpStream::connect(self.addr);
-    }
-}
-
 /// Locks `res` with `client` and checks with its own connections (which
 /// see its requests in order) that every server holds the key: the
 /// connections are idle after it.
@@ -464,10 +438,7 @@ fn a_tls_error_after_the_handshake_is_a_connection_error_and_a_release_is_sent_a
         .iter()
         .map(|s| CorruptingRelay::start(s.addr()))
         .collect();
-    let mut urls: Vec<String> = relays
-        .iter()
-        .map(|r| format!("rediss://{}", r.addr))
-        .collect();
+    let mut urls = rediss_to(relays.iter().map(|r| r.listener.addr));
     urls.push(rediss(&s[2]));
     let client = trusting(&pki, &urls).build().unwrap();
     // Straight to the servers.
@@ -519,17 +490,9 @@ fn a_tls_error_after_the_handshake_is_a_connection_error_and_a_release_is_sent_a
         .extend(&mut lock, Duration::from_secs(120))
         .unwrap_err();
     let o = err.outcomes().unwrap_or_else(|| panic!("no report: {err}"));
-    for server in [0, 1] {
-        assert_eq!(
-            o.get(ServerId(server)),
-            Some(ServerOutcome::ConnectionError),
-            "{err}"
-        );
-        let note = o
-            .refusal(ServerId(server))
-            .unwrap_or_else(|| panic!("no note for server {server}: {err}"));
+    assert_connection_errors_noted(&err, o, &[0, 1], |note| {
         assert!(note.starts_with(TLS_FAILED), "{err}");
-    }
+    });
     assert!(
         err.to_string()
             .contains(&format!("connection failed: {TLS_FAILED}")),
@@ -551,11 +514,7 @@ fn a_closed_port_is_a_connection_error_without_a_tls_note() {
     ];
     let mut urls = closed.to_vec();
     urls.push(rediss(&good));
-    let err = trusting(&pki, &urls)
-        .build()
-        .unwrap()
-        .lock(b"res", TTL)
-        .unwrap_err();
+    let err = lock_error(trusting(&pki, &urls));
     let o = unavailable(&err);
     for server in [0, 1] {
         assert_eq!(

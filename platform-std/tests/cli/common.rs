@@ -32,6 +32,15 @@ pub(crate) fn get(s: &RedisServer, key: &str) -> Value {
         .unwrap()
 }
 
+/// Asserts that `json` (what `inspect --json` prints) names `token` as the
+/// majority's holder.
+pub(crate) fn assert_majority_holder(json: &str, token: &str) {
+    assert!(
+        json.contains(&format!("\"majority_holder\": \"{token}\"")),
+        "{json}"
+    );
+}
+
 /// Sends signal `name` (`"INT"`) to `target` (a pid, or `-PGID` for a
 /// group) with kill(1), and checks that it was delivered.
 pub(crate) fn send_signal(name: &str, target: &str) {

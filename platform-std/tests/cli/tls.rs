@@ -33,6 +33,12 @@ fn with_cert(cert: ServerCert) -> TlsOptions {
     }
 }
 
+/// Servers that require a client certificate signed by the PKI's CA.
+const CHECK_CLIENTS: TlsOptions = TlsOptions {
+    cert: ServerCert::Good,
+    auth_clients: true,
+};
+
 fn arg(p: &Path) -> String {
     p.to_str().unwrap().to_string()
 }
@@ -58,6 +64,39 @@ fn refused_everywhere(what: &str, out: &Output, servers: &[RedisServer], reason:
         assert!(err.contains(&s.addr().to_string()), "{what}: {err}");
     }
     assert!(stdout(out).is_empty(), "{what}: {}", stdout(out));
+}
+
+/// `redlock inspect --json RESOURCE` with `args` (the servers and TLS
+/// options): it exits 0; its JSON.
+fn inspect_json(args: &[&str], resource: &str) -> String {
+    let out = run(redlock()
+        .arg("inspect")
+        .args(args)
+        .args(["--json", resource]));
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    stdout(&out)
+}
+
+/// Asserts that `text` (what `inspect` prints) says a majority holds the
+/// lock with `token`.
+fn assert_held_by_majority(text: &str, token: &str) {
+    assert!(
+        text.contains(&format!("held by a majority: {token}")),
+        "{text}"
+    );
+}
+
+/// The line of `text` (what `inspect` prints) about the server at `addr`.
+fn line_for<'a>(text: &'a str, addr: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.starts_with(addr))
+        .unwrap_or_else(|| panic!("no line for {addr}: {text}"))
+}
+
+/// Asserts that `unlock` exited 0 and released the lock on all 3 servers.
+fn assert_deleted_on_all_3(out: &Output) {
+    assert_eq!(code(out), 0, "stderr: {}", stderr(out));
+    assert!(stdout(out).contains("deleted on 3 of 3"), "{}", stdout(out));
 }
 
 #[test]
@@ -88,45 +127,21 @@ fn acquire_inspect_unlock_over_tls() {
     let out = run(redlock().arg("inspect").args(tls).arg("tls-lock"));
     assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
     let text = stdout(&out);
-    assert!(
-        text.contains(&format!("held by a majority: {token}")),
-        "{text}"
-    );
+    assert_held_by_majority(&text, &token);
     for s in &servers {
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(&s.addr().to_string()))
-            .unwrap_or_else(|| panic!("no line for {}: {text}", s.addr()));
+        let line = line_for(&text, &s.addr().to_string());
         assert!(line.contains("held") && line.contains(&token), "{text}");
     }
-    let out = run(redlock()
-        .arg("inspect")
-        .args(tls)
-        .args(["--json", "tls-lock"]));
-    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
-    let json = stdout(&out);
-    assert!(
-        json.contains(&format!("\"majority_holder\": \"{token}\"")),
-        "{json}"
-    );
+    let json = inspect_json(&tls, "tls-lock");
+    assert_majority_holder(&json, &token);
     assert_eq!(json.matches("\"held\": true").count(), 3, "{json}");
     assert_eq!(json.matches("\"answered\": true").count(), 3, "{json}");
     assert!(!json.contains("\"error\""), "{json}");
 
     // unlock releases on every server.
     let out = run(redlock().arg("unlock").args(tls).args(["tls-lock", &token]));
-    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
-    assert!(
-        stdout(&out).contains("deleted on 3 of 3"),
-        "{}",
-        stdout(&out)
-    );
-    let out = run(redlock()
-        .arg("inspect")
-        .args(tls)
-        .args(["--json", "tls-lock"]));
-    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
-    let json = stdout(&out);
+    assert_deleted_on_all_3(&out);
+    let json = inspect_json(&tls, "tls-lock");
     assert!(json.contains("\"majority_holder\": null"), "{json}");
     assert_eq!(json.matches("\"held\": false").count(), 3, "{json}");
 }
@@ -162,16 +177,8 @@ fn lock_runs_a_command_under_a_lock_over_tls() {
 
     // While the command runs, every server holds the key with its token;
     // another lock on it conflicts.
-    let out = run(redlock()
-        .arg("inspect")
-        .args(tls)
-        .args(["--json", "tls-job"]));
-    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
-    let json = stdout(&out);
-    assert!(
-        json.contains(&format!("\"majority_holder\": \"{token}\"")),
-        "{json}"
-    );
+    let json = inspect_json(&tls, "tls-job");
+    assert_majority_holder(&json, token);
     assert_eq!(
         json.matches(&format!("\"token\": \"{token}\"")).count(),
         3,
@@ -187,16 +194,8 @@ fn lock_runs_a_command_under_a_lock_over_tls() {
     let out = running.finish();
     assert_eq!(code(&out), 3, "stderr: {}", stderr(&out));
     // Released when the command exited.
-    let out = run(redlock()
-        .arg("inspect")
-        .args(tls)
-        .args(["--json", "tls-job"]));
-    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
-    assert!(
-        stdout(&out).contains("\"majority_holder\": null"),
-        "{}",
-        stdout(&out)
-    );
+    let json = inspect_json(&tls, "tls-job");
+    assert!(json.contains("\"majority_holder\": null"), "{json}");
 
     // rediss://localhost:P passes the name check as well (the certificates
     // name localhost and 127.0.0.1).
@@ -211,11 +210,7 @@ fn lock_runs_a_command_under_a_lock_over_tls() {
 #[test]
 fn servers_that_require_client_certificates() {
     let pki = TestPki::new().unwrap();
-    let options = TlsOptions {
-        cert: ServerCert::Good,
-        auth_clients: true,
-    };
-    let (servers, list) = tls_servers(&pki, options, 3);
+    let (servers, list) = tls_servers(&pki, CHECK_CLIENTS, 3);
     let ca = arg(&pki.ca());
     let client = pki.client();
     let (cert, key) = (arg(&client.cert), arg(&client.key));
@@ -231,18 +226,8 @@ fn servers_that_require_client_certificates() {
     let token = acquired(&with_cert(&["acquire", "--ttl", "20s", "authed"]));
     let out = with_cert(&["inspect", "authed"]);
     assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
-    assert!(
-        stdout(&out).contains(&format!("held by a majority: {token}")),
-        "{}",
-        stdout(&out)
-    );
-    let out = with_cert(&["unlock", "authed", &token]);
-    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
-    assert!(
-        stdout(&out).contains("deleted on 3 of 3"),
-        "{}",
-        stdout(&out)
-    );
+    assert_held_by_majority(&stdout(&out), &token);
+    assert_deleted_on_all_3(&with_cert(&["unlock", "authed", &token]));
     let out = with_cert(&["lock", "authed", "--", "true"]);
     assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
 
@@ -356,16 +341,8 @@ fn inspect_shows_why_a_server_was_not_used() {
         .args(tls)
         .args(["--ttl", "20s", "partial"])));
 
-    let out = run(redlock()
-        .arg("inspect")
-        .args(tls)
-        .args(["--json", "partial"]));
-    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
-    let json = stdout(&out);
-    assert!(
-        json.contains(&format!("\"majority_holder\": \"{token}\"")),
-        "{json}"
-    );
+    let json = inspect_json(&tls, "partial");
+    assert_majority_holder(&json, &token);
     assert_eq!(json.matches("\"held\": true").count(), 2, "{json}");
     assert_eq!(json.matches("\"answered\": false").count(), 1, "{json}");
     let entry = json
@@ -385,26 +362,16 @@ fn inspect_shows_why_a_server_was_not_used() {
     let out = run(redlock().arg("inspect").args(tls).arg("partial"));
     assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
     let text = stdout(&out);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(&expired.addr().to_string()))
-        .unwrap_or_else(|| panic!("no line for {}: {text}", expired.addr()));
+    let line = line_for(&text, &expired.addr().to_string());
     assert!(
         line.contains("error") && line.contains("TLS failed") && line.contains("has expired"),
         "{text}"
     );
-    assert!(
-        text.contains(&format!("held by a majority: {token}")),
-        "{text}"
-    );
+    assert_held_by_majority(&text, &token);
 
     // Every server refuses (no client certificate): 69, and the JSON still
     // says why for each.
-    let options = TlsOptions {
-        cert: ServerCert::Good,
-        auth_clients: true,
-    };
-    let (authed, authed_list) = tls_servers(&pki, options, 3);
+    let (authed, authed_list) = tls_servers(&pki, CHECK_CLIENTS, 3);
     let out = run(redlock().args([
         "inspect",
         "--servers",

@@ -1,6 +1,7 @@
 //! What the TLS tests (`tls.rs`, `tls_faults.rs`) share: the test PKI,
-//! TLS `redis-server` processes and their `rediss://` addresses, a client
-//! that trusts the PKI's CA, and what a TLS failure's report says.
+//! TLS (and plain) `redis-server` processes and their addresses, a client
+//! that trusts the PKI's CA and the error of its lock, and what a TLS
+//! failure's report says.
 
 #![allow(dead_code, unused_imports)] // each test file uses a part of it
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers
@@ -45,6 +46,23 @@ pub(crate) fn tls_servers(pki: &TestPki, n: usize, options: TlsOptions) -> Vec<R
         .collect()
 }
 
+/// `n` TLS servers that present `cert` and do not check clients.
+pub(crate) fn servers_presenting(pki: &TestPki, n: usize, cert: ServerCert) -> Vec<RedisServer> {
+    tls_servers(
+        pki,
+        n,
+        TlsOptions {
+            cert,
+            ..TlsOptions::default()
+        },
+    )
+}
+
+/// `n` plain (not TLS) servers.
+pub(crate) fn plain_servers(n: usize) -> Vec<RedisServer> {
+    (0..n).map(|_| RedisServer::start().unwrap()).collect()
+}
+
 /// `rediss://127.0.0.1:port` (the certificate's IP address).
 pub(crate) fn rediss(s: &RedisServer) -> String {
     format!("rediss://{}", s.addr())
@@ -52,6 +70,28 @@ pub(crate) fn rediss(s: &RedisServer) -> String {
 
 pub(crate) fn rediss_all(s: &[RedisServer]) -> Vec<String> {
     s.iter().map(rediss).collect()
+}
+
+/// `rediss://localhost:port` of each server: by host name, so that the
+/// certificate's DNS name is checked, not its IP address.
+pub(crate) fn rediss_by_name(s: &[RedisServer]) -> Vec<String> {
+    s.iter()
+        .map(|s| format!("rediss://localhost:{}", s.port()))
+        .collect()
+}
+
+/// `rediss://addr` for each of `addrs` (relays and proxies in front of TLS
+/// servers).
+pub(crate) fn rediss_to(addrs: impl IntoIterator<Item = SocketAddr>) -> Vec<String> {
+    addrs
+        .into_iter()
+        .map(|addr| format!("rediss://{addr}"))
+        .collect()
+}
+
+/// `redis://addr` for each (plain) server.
+pub(crate) fn redis_all(s: &[RedisServer]) -> Vec<String> {
+    s.iter().map(|s| format!("redis://{}", s.addr())).collect()
 }
 
 /// A client over `urls` that trusts the PKI's CA, makes one attempt per
@@ -62,6 +102,12 @@ pub(crate) fn trusting(pki: &TestPki, urls: &[String]) -> Builder {
         .tls_ca_file(pki.ca())
         .retry(0, Duration::ZERO)
         .request_timeout(Duration::from_secs(1))
+}
+
+/// The error of a lock on `res` with the client `builder` builds (the
+/// build must pass).
+pub(crate) fn lock_error(builder: Builder) -> Error {
+    builder.build().unwrap().lock(b"res", TTL).unwrap_err()
 }
 
 pub(crate) fn unavailable(e: &Error) -> &Outcomes {
@@ -90,4 +136,26 @@ pub(crate) fn assert_tls_refused(err: &Error, at_least: usize, why: &str) {
         "{refused} servers refused with {why:?}, expected {at_least}: {err}"
     );
     assert!(err.to_string().contains(why), "{err}");
+}
+
+/// Asserts that each of `servers` failed with a connection error in `o`
+/// (the outcomes of `err`), and calls `check` with the note the report
+/// gives for it.
+pub(crate) fn assert_connection_errors_noted(
+    err: &Error,
+    o: &Outcomes,
+    servers: &[u8],
+    check: impl Fn(&str),
+) {
+    for &server in servers {
+        assert_eq!(
+            o.get(ServerId(server)),
+            Some(ServerOutcome::ConnectionError),
+            "{err}"
+        );
+        let note = o
+            .refusal(ServerId(server))
+            .unwrap_or_else(|| panic!("no note for server {server}: {err}"));
+        check(note);
+    }
 }

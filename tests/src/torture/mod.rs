@@ -1,0 +1,15 @@
+//! The torture run (issue 15): real `redis-server` processes, real worker
+//! processes (the std client with and without the watchdog, and the
+//! `redlock` command), a fenced resource server, and a nemesis on a seeded
+//! schedule; afterwards a checker reads the recorded history.
+//!
+//! - [`history`]: what is recorded (this module's shared vocabulary);
+//! - `resource`: the fenced register, a small TCP service;
+//! - `check`: the checker over a [`history::History`];
+//! - `report`: the human-readable report and its JSON;
+//! - `svg`: the timeline picture.
+//!
+//! The `torture` binary (`tests/src/bin/torture/`) runs it.
+
+pub mod history;
+pub mod resource;

@@ -576,3 +576,19 @@ fn tls_options_with_plain_servers_only_are_unused() {
     assert_plain_servers_hold(&s, b"res", lock.token());
     assert_eq!(c.unlock(&lock).unwrap().deleted(), 3);
 }
+
+#[test]
+fn the_async_api_rides_the_same_tls_connections() {
+    let pki = pki();
+    let s = tls_servers(&pki, 3, TlsOptions::default());
+    let client = trusting(&pki, &rediss_all(&s)).build_async().unwrap();
+    futures::executor::block_on(async {
+        let lock = client.lock("async-tls", TTL).await.expect("lock over TLS");
+        let seen = client.inspect("async-tls").await.expect("inspect over TLS");
+        assert_eq!(seen.majority_holder(), Some(lock.token().as_bytes()));
+        let released = client.unlock(&lock).await.expect("unlock over TLS");
+        assert_eq!(released.deleted(), 3);
+        let seen = client.inspect("async-tls").await.expect("inspect over TLS");
+        assert_eq!(seen.majority_holder(), None);
+    });
+}

@@ -12,4 +12,7 @@
 //! The `torture` binary (`tests/src/bin/torture/`) runs it.
 
 pub mod history;
+pub mod check;
+pub mod report;
 pub mod resource;
+pub mod svg;

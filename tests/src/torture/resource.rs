@@ -25,6 +25,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::{Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
+use std::time::Instant;
 
 use super::history::{Access, AccessOp, RunClock};
 
@@ -34,7 +35,8 @@ pub const MAX_LINE: usize = 256;
 /// How often the server's threads look at the stop flag.
 const POLL: Duration = Duration::from_millis(50);
 
-/// How long a client waits to connect, and for each send and answer.
+/// How long a client waits to connect, and for each request (its send and
+/// its answer together).
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How long the server waits to send an answer before it drops the
@@ -346,13 +348,25 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
     let _ = stream.shutdown(Shutdown::Both);
 }
 
-/// A blocking client of the resource: one request at a time, each send and
-/// each answer bounded by a timeout of a few seconds, so a worker never
-/// hangs on it.
+/// A blocking client of the resource: one request at a time, each bounded
+/// by one overall deadline of a few seconds (sending and answer together),
+/// so a worker never hangs on it. A read cut short by a signal (`EINTR`: a
+/// read with a timeout fails so when its process is stopped and continued,
+/// as the nemesis does to workers) is retried within that deadline.
+///
+/// After any error (a timeout, a closed or broken connection, an `ERR` or
+/// malformed answer) the client shuts its connection down, and every later
+/// call fails with [`io::ErrorKind::NotConnected`]: an answer still on its
+/// way would otherwise be taken for the next request's. The caller must
+/// [`connect`](Self::connect) again.
 #[derive(Debug)]
 pub struct ResourceClient {
     stream: TcpStream,
     pending: Vec<u8>,
+    /// The deadline of each request, from its start.
+    timeout: Duration,
+    /// An earlier request failed: the connection is shut down.
+    broken: bool,
 }
 
 impl ResourceClient {
@@ -365,23 +379,25 @@ impl ResourceClient {
         Ok(ResourceClient {
             stream,
             pending: Vec::with_capacity(MAX_LINE),
+            timeout: CLIENT_TIMEOUT,
+            broken: false,
         })
     }
 
     /// Reads the register with `fence`: `Ok(value)`, or `Err(max_fence)` if
-    /// the resource refused the fence.
+    /// the resource refused the fence. After an error, see the type's docs.
     pub fn read(&mut self, worker: u32, fence: u64) -> io::Result<Result<u64, u64>> {
-        let answer = self.request(&format!("READ {worker} {fence}\n"))?;
-        match answer {
+        match self.request(&format!("READ {worker} {fence}\n"))? {
             Answer::Value(v) => Ok(Ok(v)),
             Answer::Reject(max) => Ok(Err(max)),
-            other => Err(unexpected(&other)),
+            other => Err(self.fail(unexpected(&other))),
         }
     }
 
     /// Writes `value` with `fence`, having read `read` before;
     /// `past_validity` says the worker's validity had ended when it sent it.
     /// `Ok(())`, or `Err(max_fence)` if the resource refused the fence.
+    /// After an error, see the type's docs.
     pub fn write(
         &mut self,
         worker: u32,
@@ -391,16 +407,56 @@ impl ResourceClient {
         past_validity: bool,
     ) -> io::Result<Result<(), u64>> {
         let past = u8::from(past_validity);
-        let answer = self.request(&format!("WRITE {worker} {fence} {value} {read} {past}\n"))?;
-        match answer {
+        match self.request(&format!("WRITE {worker} {fence} {value} {read} {past}\n"))? {
             Answer::Written => Ok(Ok(())),
             Answer::Reject(max) => Ok(Err(max)),
-            other => Err(unexpected(&other)),
+            other => Err(self.fail(unexpected(&other))),
         }
     }
 
+    /// Shuts the connection down for good and returns `e`.
+    fn fail(&mut self, e: io::Error) -> io::Error {
+        self.broken = true;
+        self.pending.clear();
+        let _ = self.stream.shutdown(Shutdown::Both);
+        e
+    }
+
     fn request(&mut self, line: &str) -> io::Result<Answer> {
-        self.stream.write_all(line.as_bytes())?;
+        if self.broken {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "resource: the connection failed earlier; connect again",
+            ));
+        }
+        let deadline = Instant::now() + self.timeout;
+        match self.exchange(line.as_bytes(), deadline) {
+            Ok(answer) => Ok(answer),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    /// Sends `line` and reads one answer line, by `deadline`.
+    fn exchange(&mut self, line: &[u8], deadline: Instant) -> io::Result<Answer> {
+        let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "resource: no answer in time");
+        // The time left, if any (a zero timeout is refused by the socket).
+        let left = || {
+            deadline
+                .checked_duration_since(Instant::now())
+                .filter(|d| !d.is_zero())
+        };
+        let mut sent = 0;
+        while let Some(rest) = line.get(sent..).filter(|r| !r.is_empty()) {
+            self.stream
+                .set_write_timeout(Some(left().ok_or_else(timed_out)?))?;
+            match self.stream.write(rest) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if is_timeout(&e) => return Err(timed_out()),
+                Err(e) => return Err(e),
+            }
+        }
         let mut chunk = [0u8; MAX_LINE];
         loop {
             if let Some(pos) = self.pending.iter().position(|&b| b == b'\n') {
@@ -414,17 +470,33 @@ impl ResourceClient {
                     "resource: answer too long",
                 ));
             }
-            let n = self.stream.read(&mut chunk)?;
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "resource: connection closed",
-                ));
-            }
+            self.stream
+                .set_read_timeout(Some(left().ok_or_else(timed_out)?))?;
+            let n = match self.stream.read(&mut chunk) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "resource: connection closed",
+                    ));
+                }
+                Ok(n) => n,
+                // A stop and continue (or another signal): wait on.
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if is_timeout(&e) => return Err(timed_out()),
+                Err(e) => return Err(e),
+            };
             self.pending
                 .extend_from_slice(chunk.get(..n).unwrap_or_default());
         }
     }
+}
+
+/// A socket timeout (`WouldBlock` on Unix, `TimedOut` on Windows).
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
 }
 
 fn unexpected(answer: &Answer) -> io::Error {
@@ -624,5 +696,145 @@ mod tests {
             .map(|a| a.fence)
             .collect();
         assert!(fences.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    /// A one-connection stand-in for the resource: answers each request
+    /// with the next of `answers` after its delay, and reports through the
+    /// channel when each request arrived.
+    fn scripted(
+        answers: Vec<(Duration, &'static str)>,
+    ) -> (
+        SocketAddr,
+        std::sync::mpsc::Receiver<String>,
+        JoinHandle<()>,
+    ) {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let server = thread::spawn(move || {
+            let (s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let mut w = s.try_clone().unwrap();
+            let mut r = std::io::BufReader::new(s);
+            for (delay, answer) in answers {
+                let mut line = String::new();
+                if r.read_line(&mut line).unwrap_or(0) == 0 {
+                    let _ = tx.send(String::new());
+                    return;
+                }
+                let _ = tx.send(line);
+                thread::sleep(delay);
+                if w.write_all(answer.as_bytes()).is_err() {
+                    return;
+                }
+            }
+            // Whatever comes next (nothing, if the client gave up).
+            let mut line = String::new();
+            let _ = r.read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        (addr, rx, server)
+    }
+
+    #[test]
+    fn after_an_error_the_client_fails_instead_of_reading_a_late_answer() {
+        // The first answer comes after the client gave up on it.
+        let (addr, rx, server) = scripted(vec![
+            (Duration::from_millis(400), "OK 1\n"),
+            (Duration::ZERO, "OK 2\n"),
+        ]);
+        let mut c = ResourceClient::connect(addr).unwrap();
+        c.timeout = Duration::from_millis(100);
+        let err = c.read(1, 1).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err:?}");
+        assert_eq!(rx.recv().unwrap(), "READ 1 1\n");
+        thread::sleep(Duration::from_millis(500));
+        // Without the fix, this read took the first one's late `OK 1`.
+        let err = c.read(1, 2).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotConnected, "{err:?}");
+        assert!(c.write(1, 2, 3, 2, false).is_err());
+        // Nothing more was sent: the server saw the connection close.
+        assert_eq!(rx.recv().unwrap(), "");
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn a_malformed_answer_also_ends_the_connection() {
+        let (addr, rx, server) = scripted(vec![(Duration::ZERO, "OK\n")]);
+        let mut c = ResourceClient::connect(addr).unwrap();
+        // `OK` answers a write, not a read: out of step.
+        assert_eq!(c.read(1, 1).unwrap_err().kind(), io::ErrorKind::InvalidData);
+        assert_eq!(rx.recv().unwrap(), "READ 1 1\n");
+        assert_eq!(
+            c.read(1, 1).unwrap_err().kind(),
+            io::ErrorKind::NotConnected
+        );
+        assert_eq!(rx.recv().unwrap(), "");
+        server.join().unwrap();
+    }
+
+    /// The environment variable that makes [`interrupted_child`] run.
+    const EINTR_ADDR: &str = "REDLOCK_TORTURE_EINTR_ADDR";
+
+    /// Run by [`a_stop_and_continue_does_not_fail_a_request`] in a child
+    /// process (does nothing otherwise): two reads; the parent stops and
+    /// continues this process during the first.
+    #[test]
+    fn interrupted_child() {
+        let Ok(addr) = std::env::var(EINTR_ADDR) else {
+            return;
+        };
+        let mut c = ResourceClient::connect(addr.parse().unwrap()).unwrap();
+        let first = c.read(1, 1);
+        assert!(matches!(first, Ok(Ok(1))), "first read: {first:?}");
+        let second = c.read(1, 2);
+        assert!(matches!(second, Ok(Ok(2))), "second read: {second:?}");
+    }
+
+    #[test]
+    fn a_stop_and_continue_does_not_fail_a_request() {
+        // SIGSTOP and SIGCONT make a read with a timeout fail with EINTR
+        // (signal(7)); the client must wait on for its answer. Done to a
+        // child process (this test binary, running `interrupted_child`
+        // alone), so that no other test here is stopped.
+        let (addr, rx, server) = scripted(vec![
+            (Duration::from_millis(600), "OK 1\n"),
+            (Duration::ZERO, "OK 2\n"),
+        ]);
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "torture::resource::tests::interrupted_child",
+                "--exact",
+                "--test-threads=1",
+                "--nocapture",
+            ])
+            .env(EINTR_ADDR, addr.to_string())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(20)).unwrap(),
+            "READ 1 1\n"
+        );
+        // The child is now waiting for the answer.
+        thread::sleep(Duration::from_millis(150));
+        let kill = |sig: &str| {
+            let status = std::process::Command::new("kill")
+                .args([sig, &child.id().to_string()])
+                .status()
+                .unwrap();
+            assert!(status.success());
+        };
+        kill("-STOP");
+        thread::sleep(Duration::from_millis(100));
+        kill("-CONT");
+        let out = child.wait_with_output().unwrap();
+        let log = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{log}");
+        assert!(log.contains("1 passed"), "{log}");
+        assert_eq!(rx.recv().unwrap(), "READ 1 2\n");
+        server.join().unwrap();
     }
 }

@@ -13,7 +13,7 @@
 
 use core::fmt::Write as _;
 
-use super::check::{FenceViolationKind, Findings};
+use super::check::Findings;
 use super::history::{AccessOp, FaultKind, History, Hold, Micros, WorkerKind};
 use super::report::{fault_label, worker_label};
 
@@ -136,6 +136,37 @@ fn ended_by(x: &Hold) -> &'static str {
     }
 }
 
+/// The longest span the picture draws: 30 days. A longer one (a garbled
+/// time, a duration near `u64::MAX`) is cut to it.
+const MAX_SPAN: Micros = 30 * 24 * 3600 * 1_000_000;
+
+/// The time the picture spans: the run, and whatever was recorded after its
+/// end, within reason. Holds may outlast the run (a validity still running
+/// when it ended), by a few ttls at most; a time later than two ttls and a
+/// second past the run's end is absurd (a garbled record), and is drawn at
+/// the right edge instead of squashing the whole run into a sliver. When
+/// the duration is unknown (0), the latest time counts, up to
+/// [`MAX_SPAN`].
+fn span(h: &History) -> Micros {
+    let latest = h
+        .holds
+        .iter()
+        .map(Hold::end)
+        .chain(h.accesses.iter().map(|a| a.at))
+        .chain(h.attempts.iter().map(|a| a.end))
+        .chain(h.faults.iter().filter_map(|x| x.end))
+        .max()
+        .unwrap_or(0);
+    let limit = if h.duration == 0 {
+        MAX_SPAN
+    } else {
+        h.duration
+            .saturating_add(h.max_ttl.saturating_mul(2))
+            .saturating_add(1_000_000)
+    };
+    h.duration.max(latest.min(limit)).clamp(1, MAX_SPAN)
+}
+
 /// The plot: maps times to x.
 struct Plot {
     span: Micros,
@@ -178,18 +209,7 @@ fn write_timeline(s: &mut String, h: &History, f: &Findings) -> core::fmt::Resul
         TOP + ROW * k
     };
 
-    let latest = h
-        .holds
-        .iter()
-        .map(Hold::end)
-        .chain(h.accesses.iter().map(|a| a.at))
-        .chain(h.attempts.iter().map(|a| a.end))
-        .chain(h.faults.iter().filter_map(|x| x.end))
-        .max()
-        .unwrap_or(0);
-    let plot = Plot {
-        span: h.duration.max(latest).max(1),
-    };
+    let plot = Plot { span: span(h) };
 
     let worker_rows = workers.len() as f64;
     let workers_bottom = TOP + ROW * worker_rows;
@@ -343,13 +363,15 @@ fn write_timeline(s: &mut String, h: &History, f: &Findings) -> core::fmt::Resul
             ),
             AccessOp::Read => (REJECTED_READ, y + ROW / 2.0, y + ROW - 1.0, "read refused"),
         };
-        let title = format!(
-            "worker {}: {what}, fence {} below {}, at {} s",
-            a.worker,
-            a.fence,
-            a.max_fence_before,
-            secs(a.at)
-        );
+        // A write is also refused when its fence is not below the largest
+        // fence but not above an earlier accepted write's (its own read
+        // raised the largest fence to it, say).
+        let why = if a.fence < a.max_fence_before {
+            format!("fence {} below {}", a.fence, a.max_fence_before)
+        } else {
+            format!("fence {} not above an earlier accepted write's", a.fence)
+        };
+        let title = format!("worker {}: {what}, {why}, at {} s", a.worker, secs(a.at));
         writeln!(
             s,
             r#"<line class="rejected" x1="{x:.1}" y1="{y0:.1}" x2="{x:.1}" y2="{y1:.1}" stroke="{colour}" stroke-width="2"><title>{}</title></line>"#,
@@ -357,17 +379,24 @@ fn write_timeline(s: &mut String, h: &History, f: &Findings) -> core::fmt::Resul
         )?;
     }
 
-    // Accepted stale accesses (the examples the checker kept).
-    for v in &f.fences.violations {
-        let FenceViolationKind::StaleAccepted { max_fence } = v.kind else {
-            continue;
+    // Accepted stale accesses: every one, from the resource's own record
+    // (the checker keeps only a few examples).
+    for a in h
+        .accesses
+        .iter()
+        .filter(|a| a.accepted && a.fence < a.max_fence_before)
+    {
+        let (x, y) = (plot.x(a.at), row_of(a.worker) + ROW / 2.0);
+        let what = match a.op {
+            AccessOp::Read => "read",
+            AccessOp::Write { .. } => "write",
         };
-        let (x, y) = (plot.x(v.at), row_of(v.worker) + ROW / 2.0);
         let title = format!(
-            "worker {}: stale access accepted, fence {} below {max_fence}, at {} s",
-            v.worker,
-            v.fence,
-            secs(v.at)
+            "worker {}: stale {what} accepted, fence {} below {}, at {} s",
+            a.worker,
+            a.fence,
+            a.max_fence_before,
+            secs(a.at)
         );
         writeln!(
             s,
@@ -434,8 +463,9 @@ fn write_timeline(s: &mut String, h: &History, f: &Findings) -> core::fmt::Resul
         WIDTH - RIGHT
     )?;
     let step = tick_step(plot.span);
-    let mut t = 0;
-    while t <= plot.span {
+    // By index, not `t += step`: no sum can overflow, and at most 13 ticks.
+    for i in 0..=plot.span / step {
+        let t = i * step;
         let x = plot.x(t);
         let label = if step.is_multiple_of(1_000_000) {
             format!("{}", t / 1_000_000)
@@ -452,7 +482,6 @@ fn write_timeline(s: &mut String, h: &History, f: &Findings) -> core::fmt::Resul
             r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{label}</text>"#,
             axis_y + 17.0
         )?;
-        t += step;
     }
     writeln!(
         s,
@@ -737,9 +766,112 @@ mod tests {
 
     #[test]
     fn tick_steps_stay_few() {
-        for span in [1, 999, S, 30 * S, 3600 * S, 100_000 * S] {
+        for span in [
+            1,
+            999,
+            S,
+            30 * S,
+            3600 * S,
+            100_000 * S,
+            MAX_SPAN,
+            Micros::MAX,
+        ] {
             let step = tick_step(span);
             assert!(step > 0 && span / step <= 12, "{span}: {step}");
         }
+    }
+
+    #[test]
+    fn absurd_times_neither_overflow_nor_squash_the_picture() {
+        // A hold whose validity reads near u64::MAX (a garbled record): the
+        // axis must neither overflow nor loop, and the run's 30 s must stay
+        // readable.
+        let mut h = history();
+        h.holds
+            .push(hold(2, WorkerKind::Plain, 9, 20 * S, Micros::MAX - 3));
+        let svg = timeline(&h, &check(&h, 5 * S));
+        balanced(&svg).unwrap();
+        assert!(svg.contains(">30</text>"), "{svg}");
+        // Even a duration near u64::MAX draws.
+        let h = History {
+            duration: Micros::MAX - 1,
+            ..history()
+        };
+        let svg = timeline(&h, &check(&h, 5 * S));
+        balanced(&svg).unwrap();
+    }
+
+    #[test]
+    fn every_stale_access_accepted_is_marked_not_only_the_examples() {
+        let mut h = history();
+        // Fence 3 is read first; then 25 stale reads with fence 2 accepted.
+        h.accesses.insert(
+            0,
+            Access {
+                worker: 3,
+                fence: 3,
+                op: AccessOp::Read,
+                at: 5 * S,
+                accepted: true,
+                max_fence_before: 0,
+                value_before: 0,
+            },
+        );
+        for k in 0..25 {
+            h.accesses.push(Access {
+                worker: 2,
+                fence: 2,
+                op: AccessOp::Read,
+                at: 7 * S + k,
+                accepted: true,
+                max_fence_before: 3,
+                value_before: 0,
+            });
+        }
+        let f = check(&h, 5 * S);
+        assert_eq!(f.fences.stale_accepted, 25);
+        let classes = balanced(&timeline(&h, &f)).unwrap();
+        assert_eq!(classes.iter().filter(|x| *x == "stale").count(), 25);
+    }
+
+    #[test]
+    fn a_write_refused_for_not_being_above_an_earlier_write_says_so() {
+        let mut h = history();
+        // Fence 3 read and wrote; a second write with fence 3 is refused,
+        // though 3 is not below the largest fence (3).
+        h.accesses = vec![
+            Access {
+                worker: 3,
+                fence: 3,
+                op: AccessOp::Write {
+                    value: 1,
+                    read: 0,
+                    past_validity: false,
+                },
+                at: 5 * S,
+                accepted: true,
+                max_fence_before: 0,
+                value_before: 0,
+            },
+            Access {
+                worker: 3,
+                fence: 3,
+                op: AccessOp::Write {
+                    value: 2,
+                    read: 1,
+                    past_validity: false,
+                },
+                at: 6 * S,
+                accepted: false,
+                max_fence_before: 3,
+                value_before: 1,
+            },
+        ];
+        let svg = timeline(&h, &check(&h, 5 * S));
+        assert!(
+            svg.contains("write refused, fence 3 not above an earlier accepted write"),
+            "{svg}"
+        );
+        assert!(!svg.contains("fence 3 below 3"));
     }
 }

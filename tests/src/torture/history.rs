@@ -198,6 +198,25 @@ pub struct Fault {
     pub breaks_assumptions: bool,
 }
 
+/// One repair of the lost fence counters (SPEC C6), by the run's operator.
+///
+/// C6 has the operator raise the counter to at least the highest fence the
+/// protected resource accepted. Fences handed out before the loss but never
+/// used at the resource may then be handed out again: the checker's F1
+/// check reports such a repeat right after a repair as a note, not a
+/// failure, as long as the resource never accepted the fence repeated (see
+/// `check`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Repair {
+    /// When the repair began: an acquisition that began at or after it may
+    /// repeat a fence handed out before it, if its fence is above
+    /// `at_least` (the floor took) and the resource never accepted the
+    /// fence it repeats.
+    pub at: Micros,
+    /// The floor given: every server's counter is at least this after it.
+    pub at_least: u64,
+}
+
 /// Which set of faults a run injects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Profile {
@@ -236,4 +255,39 @@ pub struct History {
     /// Processes of the run (servers, workers, proxies) still running when
     /// the run ended, by description: must be empty.
     pub leftovers: Vec<String>,
+    /// Every repair of the fence counters (C6) that succeeded, in any
+    /// order (absent from older histories: none).
+    #[serde(default)]
+    pub repairs: Vec<Repair>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_history_without_repairs_still_reads() {
+        let h = History {
+            profile: Profile::Safe,
+            seed: 1,
+            clock: RunClock {
+                epoch_unix_micros: 5,
+            },
+            duration: 10,
+            max_ttl: 2,
+            attempts: vec![],
+            holds: vec![],
+            accesses: vec![],
+            faults: vec![],
+            leftovers: vec![],
+            repairs: vec![Repair { at: 3, at_least: 7 }],
+        };
+        let mut v = serde_json::to_value(&h).unwrap();
+        assert_eq!(v["repairs"][0]["at_least"], 7);
+        let back: History = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(back, h);
+        v.as_object_mut().unwrap().remove("repairs");
+        let old: History = serde_json::from_value(v).unwrap();
+        assert!(old.repairs.is_empty());
+    }
 }

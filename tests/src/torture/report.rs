@@ -5,7 +5,7 @@ use core::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::check::{Findings, PastValidityWrites, RecoveryStatus, Verdict};
+use super::check::{BreakingWindows, Findings, PastValidityWrites, RecoveryStatus, Stall, Verdict};
 use super::history::{AttemptOutcome, FaultKind, History, Micros, Profile, WorkerKind};
 
 /// Every fault kind, in the order reports list them.
@@ -113,6 +113,9 @@ pub struct Violations {
     pub overlaps_outside_assumptions: usize,
     /// Accesses that broke the fencing rule.
     pub fence: usize,
+    /// Accesses whose recorded state disagrees with the replay (a false
+    /// record of the resource).
+    pub false_records: usize,
     /// Of those, stale writes accepted.
     pub stale_writes_accepted: usize,
     /// Lost updates.
@@ -121,6 +124,9 @@ pub struct Violations {
     pub fence_regressions: usize,
     /// Faults not followed by an acquisition within the bound.
     pub liveness: usize,
+    /// A stall outside faults longer than the bound (a liveness failure
+    /// too).
+    pub stalled: bool,
     /// Processes left running.
     pub leftovers: usize,
 }
@@ -142,6 +148,10 @@ pub struct LivenessFigures {
     pub p50: Option<Micros>,
     /// The longest recovery measured.
     pub worst: Option<Micros>,
+    /// The longest time without an acquisition while no fault was active.
+    pub longest_stall: Option<Stall>,
+    /// Of that kind, the time after the last acquisition (not judged).
+    pub final_stall: Option<Stall>,
 }
 
 /// Percentiles of a set of durations (nearest rank; all 0 when empty).
@@ -205,6 +215,12 @@ pub struct Figures {
     pub operations: Operations,
     /// Faults injected, by kind (every kind, in [`FAULT_KINDS`] order).
     pub faults: Vec<FaultCount>,
+    /// How much of the run the faults that break the assumptions can
+    /// excuse overlaps in.
+    pub breaking_windows: BreakingWindows,
+    /// Acquisitions that repeated a fence after a repair of the counters
+    /// (C6 allows it; not a violation).
+    pub repaired_regressions: usize,
     /// Successful acquisitions.
     pub acquisitions: usize,
     /// Attempts that found the lock held.
@@ -305,6 +321,8 @@ pub fn figures(h: &History, f: &Findings) -> Figures {
             (p.count > 0).then_some(p.p50)
         },
         worst: lv.worst,
+        longest_stall: lv.longest_stall,
+        final_stall: lv.final_stall,
     };
 
     Figures {
@@ -318,14 +336,18 @@ pub fn figures(h: &History, f: &Findings) -> Figures {
         rejections: ops.reads_rejected + ops.writes_rejected,
         operations: ops,
         faults,
+        breaking_windows: f.breaking_windows.clone(),
+        repaired_regressions: f.fences.repaired_regression_count,
         violations: Violations {
             overlaps_inside_assumptions: f.overlaps_inside_assumptions,
             overlaps_outside_assumptions: f.overlaps_outside_assumptions,
             fence: f.fences.violation_count,
+            false_records: f.fences.record_mismatches,
             stale_writes_accepted: f.fences.stale_writes_accepted,
             lost_updates: f.lost_updates.count,
             fence_regressions: f.fences.regression_count,
             liveness: lv.failed,
+            stalled: lv.stalled(),
             leftovers: f.leftovers.len(),
         },
         liveness,
@@ -460,6 +482,15 @@ fn write_text(s: &mut String, h: &History, f: &Findings, g: &Figures) -> core::f
             secs(x.total)
         )?;
     }
+    let w = &g.breaking_windows;
+    if w.faults > 0 {
+        writeln!(
+            s,
+            "  windows in which faults breaking the assumptions excuse overlaps: {}, {:.1}% of the run",
+            secs(w.covered),
+            100.0 * w.fraction()
+        )?;
+    }
 
     writeln!(
         s,
@@ -512,6 +543,21 @@ fn write_text(s: &mut String, h: &History, f: &Findings, g: &Figures) -> core::f
     }
     writeln!(
         s,
+        "  false records of the resource              {}",
+        v.false_records
+    )?;
+    for x in f.fences.mismatches.iter().take(SHOWN) {
+        writeln!(
+            s,
+            "    worker {} fence {} at {}: {:?}",
+            x.worker,
+            x.fence,
+            secs(x.at),
+            x.kind
+        )?;
+    }
+    writeln!(
+        s,
         "  lost updates                               {}",
         v.lost_updates
     )?;
@@ -537,14 +583,26 @@ fn write_text(s: &mut String, h: &History, f: &Findings, g: &Figures) -> core::f
             "    worker {} got fence {} at {}, after fence {} was handed out",
             x.worker,
             x.fence,
-            secs(x.start),
+            secs(x.end),
             x.earlier_fence
+        )?;
+    }
+    if g.repaired_regressions > 0 {
+        writeln!(
+            s,
+            "    and {} after a repair of the counters, repeating fences never accepted (C6 allows it)",
+            g.repaired_regressions
         )?;
     }
     writeln!(
         s,
-        "  liveness failures                          {}",
-        v.liveness
+        "  liveness failures                          {}{}",
+        v.liveness,
+        if v.stalled {
+            ", and a stall outside faults"
+        } else {
+            ""
+        }
     )?;
     writeln!(
         s,
@@ -567,6 +625,25 @@ fn write_text(s: &mut String, h: &History, f: &Findings, g: &Figures) -> core::f
         l.p50.map_or_else(|| "-".to_owned(), ms),
         l.worst.map_or_else(|| "-".to_owned(), ms)
     )?;
+    let stall = |x: Option<Stall>| {
+        x.map_or_else(
+            || "-".to_owned(),
+            |x| {
+                format!(
+                    "{} (from {} to {})",
+                    ms(x.len()),
+                    secs(x.from),
+                    secs(x.until)
+                )
+            },
+        )
+    };
+    writeln!(
+        s,
+        "  longest time without an acquisition outside faults: {}; after the last one: {}",
+        stall(l.longest_stall),
+        stall(l.final_stall)
+    )?;
     for r in f
         .liveness
         .recoveries
@@ -575,9 +652,15 @@ fn write_text(s: &mut String, h: &History, f: &Findings, g: &Figures) -> core::f
         .take(SHOWN)
     {
         let target = h.faults.get(r.fault).map_or("", |x| x.target.as_str());
+        let overlapped = match (r.healed, r.measured_from) {
+            (Some(own), Some(all)) if all > own => {
+                format!(" (its run of overlapping faults at {})", secs(all))
+            }
+            _ => String::new(),
+        };
         writeln!(
             s,
-            "  {} ({target}) healed at {}: {}",
+            "  {} ({target}) healed at {}{overlapped}: {}",
             fault_label(r.kind),
             r.healed.map_or_else(|| "-".to_owned(), secs),
             r.recovery.map_or_else(
@@ -779,6 +862,7 @@ mod tests {
                 },
             ],
             leftovers: vec![],
+            repairs: vec![],
         }
     }
 
@@ -849,6 +933,9 @@ mod tests {
             "overlapping holds inside the assumptions   0",
             "lost updates                               0",
             "liveness failures                          1",
+            "false records of the resource              0",
+            "excuse overlaps: 2.010 s, 10.1% of the run",
+            "outside faults: 2897.000 ms (from 1.003 s to 3.900 s); after the last one: 9990.000 ms",
             "recovered 1, late 0, never 1",
             "worst 150.000 ms",
             "healed at 10.010 s: no acquisition after",
@@ -884,6 +971,25 @@ mod tests {
         assert_eq!(
             j["findings"]["liveness"]["recoveries"][1]["status"],
             "Never"
+        );
+    }
+
+    #[test]
+    fn a_regression_is_reported_when_its_fence_came_back() {
+        let mut h = small();
+        // Worker 1 calls at 8 s and gets fence 1 back at 8.005 s, after
+        // fence 2 was handed out.
+        h.attempts.push(Attempt {
+            worker: 1,
+            kind: WorkerKind::Watchdog,
+            start: 8 * S,
+            end: 8 * S + 5_000,
+            outcome: AttemptOutcome::Acquired { fence: 1 },
+        });
+        let t = text(&h, &check(&h, 5 * S));
+        assert!(
+            t.contains("worker 1 got fence 1 at 8.005 s, after fence 2 was handed out"),
+            "{t}"
         );
     }
 }

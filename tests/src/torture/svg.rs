@@ -682,6 +682,7 @@ mod tests {
                 },
             ],
             leftovers: vec![],
+            repairs: vec![],
         }
     }
 

@@ -23,7 +23,13 @@
 extern crate alloc;
 
 mod args;
+mod cluster;
+mod nemesis;
+mod operator;
+mod procs;
 mod record;
+mod redlock_bin;
+mod run;
 mod worker;
 
 use std::process::ExitCode;
@@ -67,6 +73,10 @@ fn main() -> ExitCode {
         return ExitCode::from(64);
     };
     let result = match sub.as_str() {
+        "run" => {
+            set_time_limit(rest);
+            run::run(rest)
+        }
         "worker" => worker::worker(rest),
         "step" => worker::step(rest),
         "help" | "-h" | "--help" => {
@@ -81,5 +91,27 @@ fn main() -> ExitCode {
             eprintln!("torture: {why}\n\n{HELP}");
             ExitCode::from(64)
         }
+    }
+}
+
+/// The harness stops a process that started servers after 10 minutes
+/// unless `REDLOCK_TEST_LIMIT_SECS` says otherwise: a run's limit is its
+/// duration and five minutes (a hung run still ends), unless the caller
+/// set one.
+#[allow(unsafe_code)]
+fn set_time_limit(rest: &[String]) {
+    if std::env::var_os("REDLOCK_TEST_LIMIT_SECS").is_some() {
+        return;
+    }
+    let Some(duration) = run::duration_of(rest) else {
+        return;
+    };
+    // SAFETY: `main` calls this first, before this process has started any
+    // thread: nothing reads or writes the environment at the same time.
+    unsafe {
+        std::env::set_var(
+            "REDLOCK_TEST_LIMIT_SECS",
+            run::limit_secs(duration).to_string(),
+        );
     }
 }

@@ -1,0 +1,839 @@
+//! The nemesis: a schedule of faults drawn from the run's seed before the
+//! run starts ([`plan`]), then carried out on two lanes at once: one for
+//! the servers (one fault at a time, never more than a minority of the
+//! servers inside the assumptions) and one for the workers (pauses).
+//!
+//! Server faults (every profile), each on one or two of the five servers:
+//!
+//! | fault | how | how long |
+//! |---|---|---|
+//! | kill, delayed restart | SIGKILL, restart (empty) after the largest ttl | down max ttl + 0.5-1.5 s |
+//! | pause servers | SIGSTOP, then SIGCONT | 0.5-3 s |
+//! | proxy delay | both directions, 10-80 ms per chunk | 1-4 s |
+//! | proxy hold | keep the bytes, then let them go | 0.3-2 s |
+//! | proxy blackhole | drop the bytes, the connection stays | 0.5-3 s |
+//! | proxy reset | close every connection, and new ones | 0.2-1.5 s |
+//!
+//! with 1-2.5 s of calm between two of them. Worker faults: SIGSTOP of one
+//! worker (its process group and every process below it: for a CLI worker
+//! the `redlock lock`, its command's group and its group guard) for its
+//! ttl + 1-2.5 s, 0-400 ms into one of its holds (the planned worker's if
+//! it holds within 3 s, else the next holder's within 3 s more), the first
+//! 3-6 s into the run (planned), each next one planned 7-11 s after the
+//! planned end of the last (the wait for a holder comes out of that).
+//!
+//! The unsafe profiles (`unsafe`, `unsafe-guarded`: the same schedule)
+//! repeat two restart steps and one of the safe server faults above. A
+//! restart step is the **overlap scenario** (every fourth one, a kill and
+//! immediate restart of one server at random instead): hold the traffic of
+//! two servers A and B at their proxies; wait (at most 6 s) until a worker
+//! X has acquired on the three others C, D and E (the same new token on all
+//! three, their fence counters raised to one value, and X's intent recorded
+//! in its file: it means to pause at least 500 ms; a shorter holder is
+//! passed over); then SIGKILL A, B and C and restart them at once, empty
+//! (the held bytes die with the connections). X's key is now on D and E
+//! only; A, B and C vote for the next worker Y. The fence counters are known
+//! on D and E only, so Y fails with `FenceLost` (C6) until the operator
+//! repairs them (`operator.rs`, within about 50 ms); then Y holds while X
+//! still does. With the restart guard on, A, B and C do not vote until
+//! they have been up for the largest ttl, by which time X's key has
+//! expired. The restarts are the faults that break the assumptions. In
+//! these profiles a restart (and a delayed one) is followed by the largest
+//! ttl + 2-3.5 s of calm, so that a guarded client counts the restarted
+//! servers again, and the operator repairs, before the next fault.
+
+use core::sync::atomic::{AtomicBool, Ordering};
+use core::time::Duration;
+use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
+
+use redlock_tests::proxy::Fault as ProxyFault;
+use redlock_tests::sim::SimRng;
+use redlock_tests::torture::history::{Fault, FaultKind, Micros, Profile, RunClock, WorkerKind};
+
+use crate::cluster::{Cluster, get, get_number};
+use crate::procs;
+use crate::record::{Record, read_from};
+use crate::worker::RESOURCE;
+
+/// How long the overlap scenario waits for a worker to acquire on the three
+/// servers whose traffic is not held.
+const OVERLAP_WAIT: Duration = Duration::from_secs(6);
+
+/// The overlap scenario's holder must mean to pause at least this long
+/// between its read and its write: time for the restarts, the operator's
+/// repair and another worker's acquisition while it still holds.
+const OVERLAP_MIN_PAUSE_MS: u64 = 500;
+
+/// How long the overlap scenario waits for a holder's intent to be
+/// recorded (right after its acquisition).
+const INTENT_WAIT: Duration = Duration::from_millis(150);
+
+/// One step of the server lane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ServerStep {
+    /// SIGKILL, restart after `down`.
+    KillDelayed { servers: Vec<usize>, down: Duration },
+    /// SIGSTOP, SIGCONT after `span`.
+    PauseServers { servers: Vec<usize>, span: Duration },
+    /// The proxies apply `fault` for `span`.
+    Proxy {
+        kind: FaultKind,
+        fault: ProxyFault,
+        servers: Vec<usize>,
+        span: Duration,
+    },
+    /// SIGKILL and restart at once (unsafe profiles).
+    KillImmediate { server: usize },
+    /// The overlap scenario (unsafe profiles; see the module docs).
+    Overlap { held: [usize; 2], restarted: usize },
+}
+
+/// One pause of the worker lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WorkerStep {
+    /// Which worker, as an index into the run's workers: the one paused if
+    /// it holds the lock within [`HOLDER_WAIT`], else whichever worker
+    /// holds it first within another [`HOLDER_WAIT`], else this one.
+    pub(crate) worker: usize,
+    /// How long after the chosen worker's hold began it is paused (so that
+    /// the pause falls before its read, or between its read and its write).
+    pub(crate) into_hold: Duration,
+    /// For how long.
+    pub(crate) span: Duration,
+}
+
+/// How long the worker lane waits for a worker to hold the lock.
+const HOLDER_WAIT: Duration = Duration::from_secs(3);
+
+/// The schedule: each step with when it is due (since the run began).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Plan {
+    pub(crate) servers: Vec<(Duration, ServerStep)>,
+    pub(crate) workers: Vec<(Duration, WorkerStep)>,
+}
+
+fn ms(rng: &mut SimRng, lo: u64, hi: u64) -> Duration {
+    Duration::from_millis(rng.range(lo, hi))
+}
+
+/// `count` distinct servers of `n`.
+fn pick(rng: &mut SimRng, n: usize, count: usize) -> Vec<usize> {
+    let mut all: Vec<usize> = (0..n).collect();
+    let mut chosen = Vec::with_capacity(count);
+    for _ in 0..count.min(n) {
+        let k = usize::try_from(rng.range(0, all.len() as u64 - 1)).unwrap_or(0);
+        chosen.push(all.remove(k));
+    }
+    chosen
+}
+
+/// A fault inside the assumptions, with how long it takes.
+fn safe_step(rng: &mut SimRng, n: usize, max_ttl: Duration) -> (ServerStep, Duration) {
+    // A minority: one or two of five.
+    let count = usize::try_from(rng.range(1, ((n - 1) / 2) as u64)).unwrap_or(1);
+    let servers = pick(rng, n, count);
+    let proxy = |kind, fault, servers, span| {
+        (
+            ServerStep::Proxy {
+                kind,
+                fault,
+                servers,
+                span,
+            },
+            span,
+        )
+    };
+    match rng.range(0, 5) {
+        0 => {
+            let down = max_ttl + ms(rng, 500, 1500);
+            (ServerStep::KillDelayed { servers, down }, down)
+        }
+        1 => {
+            let span = ms(rng, 500, 3000);
+            (ServerStep::PauseServers { servers, span }, span)
+        }
+        2 => {
+            let delay = ms(rng, 10, 80);
+            let span = ms(rng, 1000, 4000);
+            proxy(
+                FaultKind::ProxyDelay,
+                ProxyFault::Delay(delay),
+                servers,
+                span,
+            )
+        }
+        3 => {
+            let span = ms(rng, 300, 2000);
+            proxy(FaultKind::ProxyHold, ProxyFault::Hold, servers, span)
+        }
+        4 => {
+            let span = ms(rng, 500, 3000);
+            proxy(
+                FaultKind::ProxyBlackhole,
+                ProxyFault::Blackhole,
+                servers,
+                span,
+            )
+        }
+        _ => {
+            let span = ms(rng, 200, 1500);
+            proxy(FaultKind::ProxyReset, ProxyFault::Reset, servers, span)
+        }
+    }
+}
+
+/// Draws the schedule for a run of `profile` whose faults fall in
+/// `window` (since the run began), over `n` servers and workers with these
+/// ttls.
+pub(crate) fn plan(
+    profile: Profile,
+    seed: u64,
+    window: (Duration, Duration),
+    n: usize,
+    ttls: &[Duration],
+) -> Plan {
+    let max_ttl = ttls.iter().copied().max().unwrap_or_default();
+    let mut plan = Plan::default();
+
+    let mut rng = SimRng::new(seed);
+    let unsafe_profile = profile != Profile::Safe;
+    let mut t = window.0;
+    let mut k = 0u32;
+    while t < window.1 {
+        // Unsafe profiles: two restart steps, then a safe fault; every
+        // fourth restart step is a single kill and immediate restart.
+        let (step, length) = if unsafe_profile && k % 3 != 2 {
+            if k % 6 == 4 {
+                let server = pick(&mut rng, n, 1).first().copied().unwrap_or(0);
+                (
+                    ServerStep::KillImmediate { server },
+                    Duration::from_millis(200),
+                )
+            } else {
+                let s = pick(&mut rng, n, 3);
+                let step = ServerStep::Overlap {
+                    held: [
+                        s.first().copied().unwrap_or(0),
+                        s.get(1).copied().unwrap_or(1),
+                    ],
+                    restarted: s.get(2).copied().unwrap_or(2),
+                };
+                (step, Duration::from_millis(1500))
+            }
+        } else {
+            safe_step(&mut rng, n, max_ttl)
+        };
+        if t + length > window.1 {
+            break;
+        }
+        // After a restart, the calm lets a guarded client count the
+        // restarted servers' votes again (the largest ttl) and the operator
+        // repair the fence counters, before the next fault.
+        let calm = match step {
+            ServerStep::KillImmediate { .. }
+            | ServerStep::Overlap { .. }
+            | ServerStep::KillDelayed { .. }
+                if unsafe_profile =>
+            {
+                max_ttl + ms(&mut rng, 2000, 3500)
+            }
+            _ => ms(&mut rng, 1000, 2500),
+        };
+        plan.servers.push((t, step));
+        t += length + calm;
+        k += 1;
+    }
+
+    let mut rng = SimRng::new(seed ^ 0x9E37_79B9_7F4A_7C15);
+    let mut t = window.0 + ms(&mut rng, 1000, 4000);
+    while !ttls.is_empty() {
+        let worker = usize::try_from(rng.range(0, ttls.len() as u64 - 1)).unwrap_or(0);
+        let into_hold = ms(&mut rng, 0, 400);
+        let span = ttls.get(worker).copied().unwrap_or_default() + ms(&mut rng, 1000, 2500);
+        // The wait for a holder may take two HOLDER_WAITs.
+        if t + HOLDER_WAIT * 2 + into_hold + span > window.1 {
+            break;
+        }
+        plan.workers.push((
+            t,
+            WorkerStep {
+                worker,
+                into_hold,
+                span,
+            },
+        ));
+        t += HOLDER_WAIT + span + ms(&mut rng, 4000, 8000);
+    }
+    plan
+}
+
+/// A worker as the nemesis sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkerHandle {
+    pub(crate) id: u32,
+    pub(crate) kind: WorkerKind,
+    /// Its process id, also its process group's.
+    pub(crate) pid: u32,
+    /// Its records.
+    pub(crate) file: PathBuf,
+}
+
+/// The intents the workers recorded (token, pause), newest last.
+#[derive(Debug)]
+struct Intents {
+    files: Vec<(PathBuf, u64)>,
+    seen: Vec<(String, u64)>,
+}
+
+impl Intents {
+    fn new(files: &[PathBuf]) -> Intents {
+        // Only what is recorded from now on matters.
+        let files = files
+            .iter()
+            .map(|f| (f.clone(), std::fs::metadata(f).map_or(0, |m| m.len())))
+            .collect();
+        Intents {
+            files,
+            seen: Vec::new(),
+        }
+    }
+
+    fn refresh(&mut self) {
+        for (path, offset) in &mut self.files {
+            let Ok((records, next, _)) = read_from(path, *offset) else {
+                continue;
+            };
+            *offset = next;
+            for r in records {
+                if let Record::Intent {
+                    token, pause_ms, ..
+                } = r
+                {
+                    self.seen.push((token, pause_ms));
+                }
+            }
+        }
+    }
+
+    fn pause_of(&self, token: &[u8]) -> Option<u64> {
+        self.seen
+            .iter()
+            .rev()
+            .find(|(t, _)| t.as_bytes() == token)
+            .map(|&(_, p)| p)
+    }
+}
+
+/// Whether each worker holds the lock now, from its records.
+#[derive(Debug)]
+struct Holders {
+    files: Vec<(PathBuf, u64, bool)>,
+}
+
+impl Holders {
+    fn new(workers: &[WorkerHandle]) -> Holders {
+        Holders {
+            files: workers.iter().map(|w| (w.file.clone(), 0, false)).collect(),
+        }
+    }
+
+    /// Reads what the workers recorded since the last call.
+    fn refresh(&mut self) {
+        for (path, offset, holding) in &mut self.files {
+            let Ok((records, next, _)) = read_from(path, *offset) else {
+                continue;
+            };
+            *offset = next;
+            for r in records {
+                if let Record::Hold(h) = r {
+                    *holding = h.released.is_none() && h.lost.is_none();
+                }
+            }
+        }
+    }
+
+    fn holds(&self, worker: usize) -> bool {
+        self.files.get(worker).is_some_and(|f| f.2)
+    }
+
+    fn any(&self) -> Option<usize> {
+        self.files.iter().position(|f| f.2)
+    }
+}
+
+/// A worker's pause, for the CLI holds' correction (see `run.rs`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WorkerPause {
+    pub(crate) worker: u32,
+    pub(crate) start: Micros,
+}
+
+/// The faults injected so far.
+#[derive(Debug, Default)]
+pub(crate) struct FaultLog {
+    faults: Mutex<Vec<Fault>>,
+    pauses: Mutex<Vec<WorkerPause>>,
+}
+
+impl FaultLog {
+    fn begin(&self, kind: FaultKind, target: String, start: Micros, breaks: bool) -> usize {
+        let mut faults = self.faults.lock().unwrap_or_else(PoisonError::into_inner);
+        faults.push(Fault {
+            kind,
+            target,
+            start,
+            end: None,
+            breaks_assumptions: breaks,
+        });
+        faults.len() - 1
+    }
+
+    fn end(&self, i: usize, at: Micros) {
+        let mut faults = self.faults.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(f) = faults.get_mut(i) {
+            f.end = Some(at);
+        }
+    }
+
+    /// Every fault so far, in the order they began.
+    pub(crate) fn faults(&self) -> Vec<Fault> {
+        self.faults
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Every worker pause so far.
+    pub(crate) fn pauses(&self) -> Vec<WorkerPause> {
+        self.pauses
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Carries out a [`Plan`].
+#[derive(Debug)]
+pub(crate) struct Nemesis<'a> {
+    pub(crate) cluster: &'a Cluster,
+    pub(crate) log: &'a FaultLog,
+    pub(crate) clock: RunClock,
+    /// When the run began (the plan's times are since then).
+    pub(crate) began: Instant,
+    /// Set to stop: the current fault heals at once, no other begins.
+    pub(crate) stop: &'a AtomicBool,
+    /// The workers' records (the overlap scenario reads their intents).
+    pub(crate) files: &'a [PathBuf],
+}
+
+impl Nemesis<'_> {
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Sleeps until `at` (since the run began); false if told to stop.
+    fn until(&self, at: Duration) -> bool {
+        self.sleep_until(self.began + at)
+    }
+
+    fn sleep_until(&self, at: Instant) -> bool {
+        while !self.stopping() {
+            let now = Instant::now();
+            if now >= at {
+                return true;
+            }
+            std::thread::sleep((at - now).min(Duration::from_millis(10)));
+        }
+        false
+    }
+
+    /// Sleeps `d`; false if told to stop (then the caller heals at once).
+    fn hold_for(&self, d: Duration) -> bool {
+        self.sleep_until(Instant::now() + d)
+    }
+
+    fn ports(&self, servers: &[usize]) -> String {
+        let ports: Vec<String> = servers
+            .iter()
+            .map(|&i| self.cluster.port(i).to_string())
+            .collect();
+        format!("port {}", ports.join(", "))
+    }
+
+    /// The server lane.
+    pub(crate) fn servers(&self, steps: &[(Duration, ServerStep)], window_end: Duration) {
+        for (at, step) in steps {
+            if !self.until(*at) || self.began.elapsed() >= window_end {
+                return;
+            }
+            self.server_step(step);
+        }
+    }
+
+    fn server_step(&self, step: &ServerStep) {
+        let (log, clock, cluster) = (self.log, self.clock, self.cluster);
+        match step {
+            ServerStep::KillDelayed { servers, down } => {
+                for &i in servers {
+                    cluster.kill(i);
+                }
+                let f = log.begin(
+                    FaultKind::KillDelayedRestart,
+                    self.ports(servers),
+                    clock.now(),
+                    false,
+                );
+                if !self.hold_for(*down) {
+                    // Left down: the run is ending and stops them anyway.
+                    return;
+                }
+                self.restart_all(servers);
+                log.end(f, clock.now());
+            }
+            ServerStep::PauseServers { servers, span } => {
+                for &i in servers {
+                    cluster.signal(i, "STOP");
+                }
+                let f = log.begin(
+                    FaultKind::PauseServers,
+                    self.ports(servers),
+                    clock.now(),
+                    false,
+                );
+                self.hold_for(*span);
+                for &i in servers {
+                    cluster.signal(i, "CONT");
+                }
+                log.end(f, clock.now());
+            }
+            ServerStep::Proxy {
+                kind,
+                fault,
+                servers,
+                span,
+            } => {
+                for &i in servers {
+                    cluster.set_fault(i, *fault);
+                }
+                let target = match fault {
+                    ProxyFault::Delay(d) => {
+                        format!("{} ({} ms)", self.ports(servers), d.as_millis())
+                    }
+                    _ => self.ports(servers),
+                };
+                let f = log.begin(*kind, target, clock.now(), false);
+                self.hold_for(*span);
+                for &i in servers {
+                    cluster.set_fault(i, ProxyFault::Pass);
+                }
+                log.end(f, clock.now());
+            }
+            ServerStep::KillImmediate { server } => {
+                cluster.kill(*server);
+                let f = log.begin(
+                    FaultKind::KillImmediateRestart,
+                    self.ports(&[*server]),
+                    clock.now(),
+                    true,
+                );
+                self.restart_all(&[*server]);
+                log.end(f, clock.now());
+            }
+            ServerStep::Overlap { held, restarted } => self.overlap(*held, *restarted),
+        }
+    }
+
+    /// Restarts `servers` in parallel (each within the harness' start
+    /// timeout).
+    fn restart_all(&self, servers: &[usize]) {
+        std::thread::scope(|s| {
+            for &i in servers {
+                s.spawn(move || {
+                    if let Err(e) = self.cluster.restart(i) {
+                        eprintln!(
+                            "torture: the server on port {} did not restart: {e}",
+                            self.cluster.port(i)
+                        );
+                    }
+                });
+            }
+        });
+    }
+
+    /// The overlap scenario (see the module docs).
+    fn overlap(&self, held: [usize; 2], restarted: usize) {
+        let (log, clock, cluster) = (self.log, self.clock, self.cluster);
+        for i in held {
+            cluster.set_fault(i, ProxyFault::Hold);
+        }
+        let hold = log.begin(
+            FaultKind::ProxyHold,
+            format!("{} (overlap scenario)", self.ports(&held)),
+            clock.now(),
+            false,
+        );
+        let free: Vec<usize> = (0..cluster.len()).filter(|i| !held.contains(i)).collect();
+        let found = self.fresh_majority(&free, restarted);
+        if !found {
+            for i in held {
+                cluster.set_fault(i, ProxyFault::Pass);
+            }
+            log.end(hold, clock.now());
+            return;
+        }
+        let victims = [held[0], held[1], restarted];
+        for &i in &victims {
+            cluster.kill(i);
+        }
+        let killed = clock.now();
+        log.end(hold, killed);
+        let faults: Vec<usize> = victims
+            .iter()
+            .map(|&i| {
+                log.begin(
+                    FaultKind::KillImmediateRestart,
+                    format!("{} (overlap scenario)", self.ports(&[i])),
+                    killed,
+                    true,
+                )
+            })
+            .collect();
+        for i in held {
+            cluster.set_fault(i, ProxyFault::Pass);
+        }
+        std::thread::scope(|s| {
+            for (&i, &f) in victims.iter().zip(&faults) {
+                s.spawn(move || {
+                    if let Err(e) = cluster.restart(i) {
+                        eprintln!(
+                            "torture: the server on port {} did not restart: {e}",
+                            cluster.port(i)
+                        );
+                    }
+                    log.end(f, clock.now());
+                });
+            }
+        });
+    }
+
+    /// Waits (at most [`OVERLAP_WAIT`]) until a worker has acquired on
+    /// exactly the servers `free` (a new token on all of them, and their
+    /// fence counters raised to one value: its acquisition is complete).
+    fn fresh_majority(&self, free: &[usize], probe: usize) -> bool {
+        let mut conns = Vec::new();
+        for &i in free {
+            match self.cluster.conn(i) {
+                Ok(c) => conns.push(c),
+                Err(_) => return false,
+            }
+        }
+        let mut intents = Intents::new(self.files);
+        let mut passed_over: Vec<Vec<u8>> = Vec::new();
+        let fence_key = format!("{RESOURCE}:fence");
+        let probe_at = free.iter().position(|&i| i == probe).unwrap_or(0);
+        let Some(first) = conns.get_mut(probe_at) else {
+            return false;
+        };
+        let token_before = get(first, RESOURCE.as_bytes());
+        let counter_before = get_number(first, fence_key.as_bytes());
+        let deadline = Instant::now() + OVERLAP_WAIT;
+        while !self.stopping() && Instant::now() < deadline {
+            let tokens: Vec<Option<Vec<u8>>> = conns
+                .iter_mut()
+                .map(|c| get(c, RESOURCE.as_bytes()))
+                .collect();
+            let counters: Vec<u64> = conns
+                .iter_mut()
+                .map(|c| get_number(c, fence_key.as_bytes()))
+                .collect();
+            let same_token = tokens.windows(2).all(|w| w[0] == w[1]);
+            let same_counter = counters.windows(2).all(|w| w[0] == w[1]);
+            let token = tokens.first().cloned().flatten();
+            let counter = counters.first().copied().unwrap_or(0);
+            if let Some(token) = token.filter(|t| {
+                same_token
+                    && same_counter
+                    && Some(t) != token_before.as_ref()
+                    && counter > counter_before
+                    && !passed_over.contains(t)
+            }) {
+                // Only a worker's acquisition (it records its intent right
+                // after; an attempt that failed after writing its keys does
+                // not), and one whose holder will not release soon.
+                match self.intent(&mut intents, &token) {
+                    Some(pause_ms) if pause_ms >= OVERLAP_MIN_PAUSE_MS => return true,
+                    _ => passed_over.push(token),
+                }
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        false
+    }
+
+    /// How long the holder of `token` means to pause, once its intent is
+    /// recorded (at most [`INTENT_WAIT`] from now).
+    fn intent(&self, intents: &mut Intents, token: &[u8]) -> Option<u64> {
+        let deadline = Instant::now() + INTENT_WAIT;
+        loop {
+            intents.refresh();
+            if let Some(pause) = intents.pause_of(token) {
+                return Some(pause);
+            }
+            if Instant::now() >= deadline || !self.hold_for(Duration::from_millis(2)) {
+                return None;
+            }
+        }
+    }
+
+    /// The worker lane.
+    pub(crate) fn workers(
+        &self,
+        steps: &[(Duration, WorkerStep)],
+        workers: &[WorkerHandle],
+        window_end: Duration,
+    ) {
+        let mut holders = Holders::new(workers);
+        for (at, step) in steps {
+            if !self.until(*at) || self.began.elapsed() >= window_end {
+                return;
+            }
+            let Some(chosen) = self.holder(&mut holders, step.worker) else {
+                return;
+            };
+            if !self.hold_for(step.into_hold) {
+                return;
+            }
+            let Some(w) = workers.get(chosen) else {
+                continue;
+            };
+            let group = -i64::from(w.pid);
+            // The worker's group first (the worker, and `redlock lock` for a
+            // CLI worker), then whatever runs below it (a CLI worker's
+            // command and group guard, in groups of their own).
+            procs::signal("STOP", &[group]);
+            let below: Vec<i64> = procs::descendants(w.pid)
+                .iter()
+                .map(|p| i64::from(p.pid))
+                .collect();
+            procs::signal("STOP", &below);
+            let start = self.clock.now();
+            let f = self.log.begin(
+                FaultKind::PauseWorker,
+                format!("worker {} ({:?})", w.id, w.kind),
+                start,
+                false,
+            );
+            self.log
+                .pauses
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(WorkerPause {
+                    worker: w.id,
+                    start,
+                });
+            self.hold_for(step.span);
+            resume(w.pid);
+            self.log.end(f, self.clock.now());
+        }
+    }
+}
+
+impl Nemesis<'_> {
+    /// The worker to pause: `planned` once it holds the lock, else the
+    /// first to hold it, else `planned` (see [`WorkerStep::worker`]).
+    /// `None` if told to stop.
+    fn holder(&self, holders: &mut Holders, planned: usize) -> Option<usize> {
+        let deadline = Instant::now() + HOLDER_WAIT;
+        while Instant::now() < deadline {
+            holders.refresh();
+            if holders.holds(planned) {
+                return Some(planned);
+            }
+            if !self.hold_for(Duration::from_millis(5)) {
+                return None;
+            }
+        }
+        let deadline = Instant::now() + HOLDER_WAIT;
+        while Instant::now() < deadline {
+            holders.refresh();
+            if let Some(w) = holders.any() {
+                return Some(w);
+            }
+            if !self.hold_for(Duration::from_millis(5)) {
+                return None;
+            }
+        }
+        Some(planned)
+    }
+}
+
+/// SIGCONT to a worker's group and everything below it.
+pub(crate) fn resume(pid: u32) {
+    let mut targets = vec![-i64::from(pid)];
+    targets.extend(procs::descendants(pid).iter().map(|p| i64::from(p.pid)));
+    procs::signal("CONT", &targets);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ttls() -> Vec<Duration> {
+        vec![Duration::from_secs(2), Duration::from_secs(3)]
+    }
+
+    #[test]
+    fn the_plan_follows_from_the_seed() {
+        let w = (Duration::from_secs(2), Duration::from_secs(60));
+        let a = plan(Profile::Unsafe, 7, w, 5, &ttls());
+        let b = plan(Profile::UnsafeGuarded, 7, w, 5, &ttls());
+        assert_eq!(a.servers, b.servers);
+        assert_eq!(a.workers, b.workers);
+        let c = plan(Profile::Unsafe, 8, w, 5, &ttls());
+        assert_ne!(a.servers, c.servers);
+    }
+
+    #[test]
+    fn safe_plans_stay_inside_the_assumptions_and_the_window() {
+        let w = (Duration::from_secs(2), Duration::from_secs(120));
+        for seed in 0..50 {
+            let p = plan(Profile::Safe, seed, w, 5, &ttls());
+            assert!(!p.servers.is_empty() && !p.workers.is_empty());
+            for (at, step) in &p.servers {
+                assert!(*at >= w.0 && *at < w.1);
+                let servers = match step {
+                    ServerStep::KillDelayed { servers, down } => {
+                        assert!(
+                            *down > Duration::from_secs(3),
+                            "restart after the largest ttl"
+                        );
+                        servers
+                    }
+                    ServerStep::PauseServers { servers, .. }
+                    | ServerStep::Proxy { servers, .. } => servers,
+                    other => panic!("{other:?} in the safe profile"),
+                };
+                assert!((1..=2).contains(&servers.len()), "{servers:?}");
+            }
+            for (at, step) in &p.workers {
+                assert!(*at + step.span <= w.1);
+                let ttl = ttls().get(step.worker).copied().unwrap_or_default();
+                assert!(step.span > ttl, "longer than the worker's ttl");
+            }
+        }
+    }
+
+    #[test]
+    fn unsafe_plans_have_overlap_scenarios() {
+        let w = (Duration::from_secs(2), Duration::from_secs(25));
+        let p = plan(Profile::Unsafe, 7, w, 5, &ttls());
+        let overlaps = p
+            .servers
+            .iter()
+            .filter(|(_, s)| matches!(s, ServerStep::Overlap { .. }))
+            .count();
+        assert!(overlaps >= 2, "{p:?}");
+    }
+}

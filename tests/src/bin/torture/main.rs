@@ -18,7 +18,9 @@
 //! report) and exits 0 if the verdict passes for the profile, 1 if not, 2
 //! if the run could not be set up, 130 if interrupted, 64 for bad usage.
 //!
-//! `worker` and `step` are the run's own child processes (`worker.rs`).
+//! `report --out DIR` checks `DIR/history.json` again and rewrites the
+//! reports. `worker` and `step` are the run's own child processes
+//! (`worker.rs`).
 
 extern crate alloc;
 
@@ -58,6 +60,11 @@ Usage:
               else built with cargo when run by cargo, else next to this
               binary, else on the PATH)
 
+  torture report --out DIR [--json]
+
+  checks DIR/history.json again and rewrites the reports (after a change to
+  the checker, say)
+
 Exit status: 0 the verdict passes for the profile, 1 it does not, 2 the run
 could not be set up, 130 interrupted, 64 bad usage.
 
@@ -77,6 +84,7 @@ fn main() -> ExitCode {
             set_time_limit(rest);
             run::run(rest)
         }
+        "report" => run::report(rest),
         "worker" => worker::worker(rest),
         "step" => worker::step(rest),
         "help" | "-h" | "--help" => {

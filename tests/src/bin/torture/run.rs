@@ -14,6 +14,7 @@ use alloc::sync::Arc;
 use core::sync::atomic::{AtomicBool, Ordering};
 use core::time::Duration;
 use std::fs::File;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
 use std::time::Instant;
@@ -25,7 +26,7 @@ use redlock_tests::torture::history::{
 };
 use redlock_tests::torture::resource::ResourceServer;
 use redlock_tests::torture::{report, svg};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::args::{Options, Usage, show_duration};
 use crate::cluster::Cluster;
@@ -47,6 +48,9 @@ const TAIL: Duration = Duration::from_secs(5);
 /// How long the workers have to finish their cycle once told to stop
 /// (two ttls of the largest, and a second): then they are killed.
 const STOP_GRACE: Duration = Duration::from_secs(7);
+/// How much older than the restart guard the servers are when a guarded
+/// run begins.
+const GUARD_MARGIN: Duration = Duration::from_millis(1500);
 /// How long the nested `cargo build` of `redlock` may take.
 pub(crate) const BUILD_LIMIT: Duration = Duration::from_secs(600);
 
@@ -256,7 +260,6 @@ fn clear_out(out: &Path) -> Result<(), String> {
     Ok(())
 }
 
-#[allow(clippy::too_many_lines)]
 fn orchestrate(s: &Settings, interrupted: &AtomicBool) -> Result<ExitCode, String> {
     clear_out(&s.out)?;
     let out = s
@@ -270,16 +273,28 @@ fn orchestrate(s: &Settings, interrupted: &AtomicBool) -> Result<ExitCode, Strin
         })
         .collect();
     let max_ttl = kinds.iter().map(|k| k.1).max().unwrap_or_default();
+    let guard = (s.profile == Profile::UnsafeGuarded).then_some(max_ttl);
+    let cluster = Cluster::start(SERVERS).map_err(|e| format!("cannot start the servers: {e}"))?;
+    let servers_up = Instant::now();
     let redlock = if kinds.iter().any(|k| k.0 == WorkerKind::Cli) {
         Some(crate::redlock_bin::find(s.redlock.as_deref(), &out)?)
     } else {
         None
     };
+    // With the restart guard, servers younger than the guard do not vote:
+    // the run begins once they are older (uptime is counted in whole
+    // seconds), so that the guard shows what it does after restarts, not
+    // at the first start.
+    if let Some(guard) = guard {
+        let ready = servers_up + guard + GUARD_MARGIN;
+        while Instant::now() < ready && !interrupted.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
     if interrupted.load(Ordering::Relaxed) {
         return Ok(ExitCode::from(130));
     }
     let me = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
-    let cluster = Cluster::start(SERVERS).map_err(|e| format!("cannot start the servers: {e}"))?;
     let clock = RunClock::start();
     eprintln!(
         "torture: {:?} run, seed {}, {} s, into {} (servers on ports {:?})",
@@ -292,52 +307,19 @@ fn orchestrate(s: &Settings, interrupted: &AtomicBool) -> Result<ExitCode, Strin
     let began = Instant::now();
     let mut resource =
         ResourceServer::start(clock).map_err(|e| format!("cannot start the resource: {e}"))?;
-    let guard = (s.profile == Profile::UnsafeGuarded).then_some(max_ttl);
 
-    let mut workers = Workers::default();
-    for (i, &(kind, ttl)) in kinds.iter().enumerate() {
-        let id = u32::try_from(i + 1).unwrap_or(u32::MAX);
-        let file = out.join(format!("worker-{id}.jsonl"));
-        let log = File::create(out.join(format!("worker-{id}.log")))
-            .map_err(|e| format!("cannot create worker {id}'s log: {e}"))?;
-        let log2 = log
-            .try_clone()
-            .map_err(|e| format!("cannot create worker {id}'s log: {e}"))?;
-        let args = WorkerArgs::new(
-            kind,
-            id,
-            cluster.proxy_urls(),
-            resource.addr(),
-            clock,
-            ttl,
-            file.clone(),
-            s.seed ^ (u64::from(id) << 32),
-            guard,
-            redlock.clone().filter(|_| kind == WorkerKind::Cli),
-        );
-        let mut child = std::os::unix::process::CommandExt::process_group(
-            Command::new(&me)
-                .args(args.to_args())
-                .stdin(Stdio::piped())
-                .stdout(log)
-                .stderr(log2),
-            0,
-        )
-        .spawn()
-        .map_err(|e| format!("cannot start worker {id}: {e}"))?;
-        let stdin = child.stdin.take();
-        workers.procs.push(WorkerProc {
-            handle: WorkerHandle {
-                id,
-                kind,
-                pid: child.id(),
-                file: file.clone(),
-            },
-            child,
-            stdin,
-            file,
-        });
-    }
+    let workers = spawn_workers(&Spawn {
+        me: &me,
+        out: &out,
+        kinds: &kinds,
+        servers: cluster.proxy_urls(),
+        resource: resource.addr(),
+        clock,
+        seed: s.seed,
+        guard,
+        redlock: redlock.as_deref(),
+    })?;
+    let mut workers = workers;
     let worker_tracked: Vec<Tracked> = workers
         .procs
         .iter()
@@ -450,12 +432,8 @@ fn orchestrate(s: &Settings, interrupted: &AtomicBool) -> Result<ExitCode, Strin
             })
             .collect(),
     };
-    let bound = suggested_liveness_bound(history.max_ttl);
-    let findings = check(&history, bound);
-    let verdict = findings.verdict(s.profile);
-
     let run_info = json!({
-        "liveness_bound_micros": bound,
+        "liveness_bound_micros": suggested_liveness_bound(history.max_ttl),
         "interrupted": was_interrupted,
         "servers": ports,
         "workers": workers.procs.iter().map(|w| json!({
@@ -473,7 +451,10 @@ fn orchestrate(s: &Settings, interrupted: &AtomicBool) -> Result<ExitCode, Strin
                 "at_ms": at.as_millis(), "step": format!("{step:?}")
             })).collect::<Vec<_>>(),
             "workers": plan.workers.iter().map(|(at, step)| json!({
-                "at_ms": at.as_millis(), "worker": step.worker + 1, "span_ms": step.span.as_millis()
+                "at_ms": at.as_millis(),
+                "worker": step.worker + 1,
+                "into_hold_ms": step.into_hold.as_millis(),
+                "span_ms": step.span.as_millis(),
             })).collect::<Vec<_>>(),
         },
         "operator_repairs": repairs,
@@ -482,46 +463,166 @@ fn orchestrate(s: &Settings, interrupted: &AtomicBool) -> Result<ExitCode, Strin
         })).collect::<Vec<_>>(),
     });
 
-    let text = format!(
-        "{}\nrun: liveness bound {} ms (two largest ttls + 5 s); {} fence repair(s) by the operator{}{}\n",
-        report::text(&history, &findings),
-        bound / 1000,
-        repairs.iter().filter(|r| r.counter.is_some()).count(),
-        if was_interrupted {
-            "; INTERRUPTED before its end"
-        } else {
-            ""
-        },
-        if early_exits.is_empty() {
-            String::new()
-        } else {
-            format!("; workers that exited early: {early_exits:?}")
-        },
-    );
-    let mut report_json = report::json(&history, &findings);
-    if let Some(map) = report_json.as_object_mut() {
-        map.insert("run".to_owned(), run_info.clone());
-    }
     write(&out.join("history.json"), &encode(&history)?)?;
-    write(&out.join("report.json"), &encode(&report_json)?)?;
     write(&out.join("run.json"), &encode(&run_info)?)?;
-    write(&out.join("report.txt"), text.as_bytes())?;
-    write(
-        &out.join("timeline.svg"),
-        svg::timeline(&history, &findings).as_bytes(),
-    )?;
-    print(if s.json {
-        serde_json::to_string_pretty(&report_json).unwrap_or_default()
-    } else {
-        text
-    });
+    let pass = reports(&out, &history, &run_info, s.json)?;
     Ok(if was_interrupted {
         ExitCode::from(130)
-    } else if verdict.pass && early_exits.is_empty() {
+    } else if pass && early_exits.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Checks `history` (with the liveness bound `run_info` states), writes
+/// `report.txt`, `report.json` (with `run_info` as its `run`) and
+/// `timeline.svg` into `out`, prints the text report (or the JSON one);
+/// whether the verdict passes.
+fn reports(out: &Path, history: &History, run_info: &Value, json: bool) -> Result<bool, String> {
+    let bound = run_info["liveness_bound_micros"]
+        .as_u64()
+        .unwrap_or_else(|| suggested_liveness_bound(history.max_ttl));
+    let findings = check(history, bound);
+    let verdict = findings.verdict(history.profile);
+    let repairs = run_info["operator_repairs"]
+        .as_array()
+        .map_or(0, |r| r.iter().filter(|r| !r["counter"].is_null()).count());
+    let mut text = format!(
+        "{}\nrun: liveness bound {} ms (two largest ttls + 5 s); {repairs} fence repair(s) by the operator",
+        report::text(history, &findings),
+        bound / 1000,
+    );
+    if run_info["interrupted"] == Value::Bool(true) {
+        text.push_str("; INTERRUPTED before its end");
+    }
+    if run_info["early_exits"]
+        .as_array()
+        .is_some_and(|e| !e.is_empty())
+    {
+        text.push_str(&format!(
+            "; workers that exited early: {}",
+            run_info["early_exits"]
+        ));
+    }
+    text.push('\n');
+    let mut report_json = report::json(history, &findings);
+    if let Some(map) = report_json.as_object_mut() {
+        map.insert("run".to_owned(), run_info.clone());
+    }
+    write(&out.join("report.json"), &encode(&report_json)?)?;
+    write(&out.join("report.txt"), text.as_bytes())?;
+    write(
+        &out.join("timeline.svg"),
+        svg::timeline(history, &findings).as_bytes(),
+    )?;
+    print(if json {
+        serde_json::to_string_pretty(&report_json).unwrap_or_default()
+    } else {
+        text
+    });
+    Ok(verdict.pass)
+}
+
+/// `torture report --out DIR [--json]`: the reports of an earlier run
+/// again, from its `history.json` and `run.json` (after a change to the
+/// checker, say). Exits as `run` would have.
+pub(crate) fn report(raw: &[String]) -> Result<ExitCode, Usage> {
+    let o = Options::parse(raw, &["out"], &["json"])?;
+    let out = PathBuf::from(o.required("out")?);
+    let read = |name: &str| -> Result<Vec<u8>, String> {
+        std::fs::read(out.join(name)).map_err(|e| format!("{}: {e}", out.join(name).display()))
+    };
+    let result = read("history.json").and_then(|h| {
+        let history: History =
+            serde_json::from_slice(&h).map_err(|e| format!("history.json: {e}"))?;
+        let run_info: Value = match read("run.json") {
+            Ok(r) => serde_json::from_slice(&r).map_err(|e| format!("run.json: {e}"))?,
+            Err(_) => Value::Null,
+        };
+        let pass = reports(&out, &history, &run_info, o.flag("json"))?;
+        let early = run_info["early_exits"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty());
+        Ok(pass && !early)
+    });
+    Ok(match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("torture: {e}");
+            ExitCode::from(2)
+        }
+    })
+}
+
+/// What every worker is started with.
+#[derive(Debug)]
+struct Spawn<'a> {
+    /// This binary.
+    me: &'a Path,
+    out: &'a Path,
+    /// Each worker's kind and ttl.
+    kinds: &'a [(WorkerKind, Duration)],
+    /// The proxies' addresses.
+    servers: Vec<String>,
+    resource: core::net::SocketAddr,
+    clock: RunClock,
+    seed: u64,
+    guard: Option<Duration>,
+    redlock: Option<&'a Path>,
+}
+
+/// Starts the workers, each in a process group of its own (so that the
+/// nemesis can stop one with everything it runs, and a Ctrl-C at a
+/// terminal does not reach it: the run stops it), its standard input a
+/// pipe the run holds, its output in `DIR/worker-N.log`.
+fn spawn_workers(w: &Spawn<'_>) -> Result<Workers, String> {
+    let mut workers = Workers::default();
+    for (i, &(kind, ttl)) in w.kinds.iter().enumerate() {
+        let id = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        let file = w.out.join(format!("worker-{id}.jsonl"));
+        let log = File::create(w.out.join(format!("worker-{id}.log")))
+            .map_err(|e| format!("cannot create worker {id}'s log: {e}"))?;
+        let log2 = log
+            .try_clone()
+            .map_err(|e| format!("cannot create worker {id}'s log: {e}"))?;
+        let args = WorkerArgs::new(
+            kind,
+            id,
+            w.servers.clone(),
+            w.resource,
+            w.clock,
+            ttl,
+            file.clone(),
+            w.seed ^ (u64::from(id) << 32),
+            w.guard,
+            w.redlock
+                .filter(|_| kind == WorkerKind::Cli)
+                .map(Path::to_path_buf),
+        );
+        let mut child = Command::new(w.me)
+            .args(args.to_args())
+            .stdin(Stdio::piped())
+            .stdout(log)
+            .stderr(log2)
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("cannot start worker {id}: {e}"))?;
+        let stdin = child.stdin.take();
+        workers.procs.push(WorkerProc {
+            handle: WorkerHandle {
+                id,
+                kind,
+                pid: child.id(),
+                file: file.clone(),
+            },
+            child,
+            stdin,
+            file,
+        });
+    }
+    Ok(workers)
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {

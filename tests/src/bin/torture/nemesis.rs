@@ -14,7 +14,8 @@
 //! | proxy blackhole | drop the bytes, the connection stays | 0.5-3 s |
 //! | proxy reset | close every connection, and new ones | 0.2-1.5 s |
 //!
-//! with 1-2.5 s of calm between two of them. Worker faults: SIGSTOP of one
+//! with 1-2.5 s of calm between two of them, in a seeded order in which
+//! every six consecutive safe faults are the six kinds. Worker faults: SIGSTOP of one
 //! worker (its process group and every process below it: for a CLI worker
 //! the `redlock lock`, its command's group and its group guard) for its
 //! ttl + 1-2.5 s, 0-400 ms into one of its holds (the planned worker's if
@@ -129,8 +130,26 @@ fn pick(rng: &mut SimRng, n: usize, count: usize) -> Vec<usize> {
     chosen
 }
 
-/// A fault inside the assumptions, with how long it takes.
-fn safe_step(rng: &mut SimRng, n: usize, max_ttl: Duration) -> (ServerStep, Duration) {
+/// How many kinds of server fault [`safe_step`] has.
+const SAFE_KINDS: u64 = 6;
+
+/// The safe kinds in a seeded order, drawn without replacement: every run
+/// of [`SAFE_KINDS`] safe steps has each kind once.
+#[derive(Debug, Default)]
+struct Bag(Vec<u64>);
+
+impl Bag {
+    fn draw(&mut self, rng: &mut SimRng) -> u64 {
+        if self.0.is_empty() {
+            self.0 = (0..SAFE_KINDS).collect();
+        }
+        let k = usize::try_from(rng.range(0, self.0.len() as u64 - 1)).unwrap_or(0);
+        self.0.remove(k)
+    }
+}
+
+/// A fault of `kind` inside the assumptions, with how long it takes.
+fn safe_step(rng: &mut SimRng, n: usize, max_ttl: Duration, kind: u64) -> (ServerStep, Duration) {
     // A minority: one or two of five.
     let count = usize::try_from(rng.range(1, ((n - 1) / 2) as u64)).unwrap_or(1);
     let servers = pick(rng, n, count);
@@ -145,7 +164,7 @@ fn safe_step(rng: &mut SimRng, n: usize, max_ttl: Duration) -> (ServerStep, Dura
             span,
         )
     };
-    match rng.range(0, 5) {
+    match kind {
         0 => {
             let down = max_ttl + ms(rng, 500, 1500);
             (ServerStep::KillDelayed { servers, down }, down)
@@ -198,6 +217,7 @@ pub(crate) fn plan(
     let mut plan = Plan::default();
 
     let mut rng = SimRng::new(seed);
+    let mut bag = Bag::default();
     let unsafe_profile = profile != Profile::Safe;
     let mut t = window.0;
     let mut k = 0u32;
@@ -223,7 +243,8 @@ pub(crate) fn plan(
                 (step, Duration::from_millis(1500))
             }
         } else {
-            safe_step(&mut rng, n, max_ttl)
+            let kind = bag.draw(&mut rng);
+            safe_step(&mut rng, n, max_ttl, kind)
         };
         if t + length > window.1 {
             break;
@@ -821,6 +842,26 @@ mod tests {
                 assert!(*at + step.span <= w.1);
                 let ttl = ttls().get(step.worker).copied().unwrap_or_default();
                 assert!(step.span > ttl, "longer than the worker's ttl");
+            }
+        }
+    }
+
+    #[test]
+    fn six_safe_steps_are_the_six_kinds() {
+        let w = (Duration::from_secs(2), Duration::from_secs(600));
+        for seed in 0..20 {
+            let p = plan(Profile::Safe, seed, w, 5, &ttls());
+            let kind = |s: &ServerStep| match s {
+                ServerStep::KillDelayed { .. } => "kill".to_owned(),
+                ServerStep::PauseServers { .. } => "pause".to_owned(),
+                ServerStep::Proxy { kind, .. } => format!("{kind:?}"),
+                other => panic!("{other:?} in the safe profile"),
+            };
+            for six in p.servers.chunks_exact(6) {
+                let mut kinds: Vec<String> = six.iter().map(|(_, s)| kind(s)).collect();
+                kinds.sort();
+                kinds.dedup();
+                assert_eq!(kinds.len(), 6, "seed {seed}: {six:?}");
             }
         }
     }

@@ -98,8 +98,9 @@ pub(crate) struct WorkerStep {
     /// it holds the lock within [`HOLDER_WAIT`], else whichever worker
     /// holds it first within another [`HOLDER_WAIT`], else this one.
     pub(crate) worker: usize,
-    /// How long after the chosen worker's hold began it is paused (so that
-    /// the pause falls before its read, or between its read and its write).
+    /// How long into the chosen worker's hold (from when the nemesis saw it
+    /// begin) it is paused: before its read, or between its read and its
+    /// write.
     pub(crate) into_hold: Duration,
     /// For how long.
     pub(crate) span: Duration,
@@ -347,40 +348,45 @@ impl Intents {
     }
 }
 
-/// Whether each worker holds the lock now, from its records.
+/// The hold each worker is in now (when it began), from its records.
 #[derive(Debug)]
 struct Holders {
-    files: Vec<(PathBuf, u64, bool)>,
+    files: Vec<(PathBuf, u64, Option<Micros>)>,
 }
 
 impl Holders {
     fn new(workers: &[WorkerHandle]) -> Holders {
         Holders {
-            files: workers.iter().map(|w| (w.file.clone(), 0, false)).collect(),
+            files: workers.iter().map(|w| (w.file.clone(), 0, None)).collect(),
         }
     }
 
     /// Reads what the workers recorded since the last call.
     fn refresh(&mut self) {
-        for (path, offset, holding) in &mut self.files {
+        for (path, offset, open) in &mut self.files {
             let Ok((records, next, _)) = read_from(path, *offset) else {
                 continue;
             };
             *offset = next;
             for r in records {
                 if let Record::Hold(h) = r {
-                    *holding = h.released.is_none() && h.lost.is_none();
+                    *open = (h.released.is_none() && h.lost.is_none()).then_some(h.acquired);
                 }
             }
         }
     }
 
-    fn holds(&self, worker: usize) -> bool {
-        self.files.get(worker).is_some_and(|f| f.2)
+    /// When the hold `worker` is in began, if it is in one.
+    fn open(&self, worker: usize) -> Option<Micros> {
+        self.files.get(worker).and_then(|f| f.2)
     }
 
-    fn any(&self) -> Option<usize> {
-        self.files.iter().position(|f| f.2)
+    /// A worker in a hold, and when it began.
+    fn any(&self) -> Option<(usize, Micros)> {
+        self.files
+            .iter()
+            .enumerate()
+            .find_map(|(i, f)| f.2.map(|a| (i, a)))
     }
 }
 
@@ -720,12 +726,9 @@ impl Nemesis<'_> {
             if !self.until(*at) || self.began.elapsed() >= window_end {
                 return;
             }
-            let Some(chosen) = self.holder(&mut holders, step.worker) else {
+            let Some(chosen) = self.holder(&mut holders, step.worker, step.into_hold) else {
                 return;
             };
-            if !self.hold_for(step.into_hold) {
-                return;
-            }
             let Some(w) = workers.get(chosen) else {
                 continue;
             };
@@ -762,27 +765,29 @@ impl Nemesis<'_> {
 }
 
 impl Nemesis<'_> {
-    /// The worker to pause: `planned` once it holds the lock, else the
-    /// first to hold it, else `planned` (see [`WorkerStep::worker`]).
-    /// `None` if told to stop.
-    fn holder(&self, holders: &mut Holders, planned: usize) -> Option<usize> {
-        let deadline = Instant::now() + HOLDER_WAIT;
-        while Instant::now() < deadline {
+    /// The worker to pause, [`WorkerStep::into_hold`] into one of its
+    /// holds: `planned` if it holds the lock within [`HOLDER_WAIT`], else
+    /// the first worker to hold it within another [`HOLDER_WAIT`] (a hold
+    /// that ends before `into_hold` has passed does not count), else
+    /// `planned`, at once. `None` if told to stop.
+    fn holder(&self, holders: &mut Holders, planned: usize, into_hold: Duration) -> Option<usize> {
+        let began = Instant::now();
+        while began.elapsed() < HOLDER_WAIT * 2 {
             holders.refresh();
-            if holders.holds(planned) {
-                return Some(planned);
-            }
-            if !self.hold_for(Duration::from_millis(5)) {
-                return None;
-            }
-        }
-        let deadline = Instant::now() + HOLDER_WAIT;
-        while Instant::now() < deadline {
-            holders.refresh();
-            if let Some(w) = holders.any() {
-                return Some(w);
-            }
-            if !self.hold_for(Duration::from_millis(5)) {
+            let found = if began.elapsed() < HOLDER_WAIT {
+                holders.open(planned).map(|a| (planned, a))
+            } else {
+                holders.any()
+            };
+            if let Some((w, acquired)) = found {
+                if !self.hold_for(into_hold) {
+                    return None;
+                }
+                holders.refresh();
+                if holders.open(w) == Some(acquired) {
+                    return Some(w);
+                }
+            } else if !self.hold_for(Duration::from_millis(5)) {
                 return None;
             }
         }

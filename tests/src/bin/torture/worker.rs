@@ -13,7 +13,9 @@
 //!   `REDLOCK_FENCE`, does the read/pause/write and records the attempt
 //!   and the hold.
 //!
-//! Every worker writes even when its validity ended meanwhile (a paused
+//! After a hold a worker rests 50-250 ms (seeded), so that holds spread
+//! over the workers. Every worker writes even when its validity ended
+//! meanwhile (a paused
 //! worker, a lost lock): the resource must refuse a stale write, and the
 //! write says whether the worker knew it was past its validity.
 //!
@@ -425,8 +427,16 @@ fn library_loop(args: &WorkerArgs, journal: &mut Journal) -> Result<(), String> 
             pause_ms: u64::try_from(pause.as_millis()).unwrap_or(u64::MAX),
         });
         cycle(args, journal, &client, &mut register, held, end, pause);
+        nap(after_release(&mut rng));
     }
     Ok(())
+}
+
+/// A worker rests a little after a hold, so that the worker that just
+/// released does not take the lock again before the others' retries come
+/// round (the holds would pile up on one worker).
+fn after_release(rng: &mut SimRng) -> Duration {
+    Duration::from_millis(rng.range(50, 250))
 }
 
 /// One hold of a library worker: read, pause (extending a plain lock when
@@ -529,7 +539,9 @@ fn cli_loop(args: &WorkerArgs, journal: &mut Journal) -> Result<(), String> {
             Err(e) => return Err(format!("cannot run {}: {e}", redlock.display())),
         };
         let end = clock.now();
-        if !step_recorded(&args.out, before, args.id, start) {
+        if step_recorded(&args.out, before, args.id, start) {
+            nap(after_release(&mut rng));
+        } else {
             let outcome = match status {
                 Some(75) => AttemptOutcome::Conflict,
                 Some(69) => AttemptOutcome::Unavailable,

@@ -18,8 +18,10 @@
 //! every six consecutive safe faults are the six kinds. Worker faults: SIGSTOP of one
 //! worker (its process group and every process below it: for a CLI worker
 //! the `redlock lock`, its command's group and its group guard) for its
-//! ttl + 1-2.5 s, 0-400 ms into one of its holds (the planned worker's if
-//! it holds within 3 s, else the next holder's within 3 s more), the first
+//! ttl + 1-2.5 s, 0-400 ms into one of its holds that is still going on
+//! then (the planned worker's if it holds within 3 s, else the next
+//! holder's within 3 s more; the worker then writes past its validity, and
+//! the resource must refuse it), the first
 //! 3-6 s into the run (planned), each next one planned 7-11 s after the
 //! planned end of the last (the wait for a holder comes out of that).
 //!

@@ -21,6 +21,7 @@
 use redlock_resp::{ErrorKind, Reply, Script, script};
 
 use crate::report::ServerId;
+use crate::{Duration, Instant};
 
 /// A step of the connection handshake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,6 +182,16 @@ pub struct ServerInfo<'a> {
 }
 
 impl<'a> ServerInfo<'a> {
+    /// When the server's current incarnation began, read at `now` (C2),
+    /// failing closed: `uptime_in_seconds` is a difference of two clock
+    /// readings in whole seconds (`now` and the start, each truncated), so
+    /// it can say 3 of a server up for just over 2 s. The server is taken
+    /// to be as young as it can be: a second less than it says.
+    pub fn started(&self, now: Instant) -> Option<Instant> {
+        let uptime = self.uptime_secs?;
+        Some(now.saturating_sub(Duration::from_secs(uptime.saturating_sub(1))))
+    }
+
     /// Reads the fields of the text of `INFO server` (lines `name:value`).
     pub fn parse(text: &'a [u8]) -> ServerInfo<'a> {
         let mut info = ServerInfo::default();
@@ -356,6 +367,17 @@ mod tests {
             judge(Step::Auth, &Reply::Simple(b"OK"), NO_GUARD),
             Ok(Verdict::Ok)
         );
+    }
+
+    #[test]
+    fn a_server_is_taken_to_be_as_young_as_its_uptime_allows() {
+        // Up for just over 2 s can read "uptime_in_seconds:3".
+        let now = Instant::from_micros(100_000_000);
+        let info = ServerInfo::parse(b"uptime_in_seconds:3\r\n");
+        assert_eq!(info.started(now), Some(Instant::from_micros(98_000_000)));
+        let info = ServerInfo::parse(b"uptime_in_seconds:0\r\n");
+        assert_eq!(info.started(now), Some(now));
+        assert_eq!(ServerInfo::parse(b"run_id:x\r\n").started(now), None);
     }
 
     #[test]

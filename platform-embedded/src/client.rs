@@ -665,8 +665,7 @@ where
             match handshake::judge(step, &reply, plan) {
                 Ok(Verdict::Ok) => {}
                 Ok(Verdict::Info(info)) => {
-                    if let Some(uptime) = info.uptime_secs {
-                        let started = now.saturating_sub(Duration::from_secs(uptime));
+                    if let Some(started) = info.started(now) {
                         conn.incarnation = Some(started);
                         // A reconnect during an operation: the restart guard
                         // judges the votes on this connection by it (C2).

@@ -484,8 +484,7 @@ impl<J: Job> State<J> {
                     }
                     conn.run_id = Some(id.to_vec());
                 }
-                if let Some(uptime) = info.uptime_secs {
-                    let started = now.saturating_sub(redlock_core::Duration::from_secs(uptime));
+                if let Some(started) = info.started(now) {
                     conn.incarnation = Some(started);
                     // The operations with requests behind it learn it first.
                     for e in &conn.expect {

@@ -11,8 +11,8 @@
 //!
 //! The `torture` binary (`tests/src/bin/torture/`) runs it.
 
-pub mod history;
 pub mod check;
+pub mod history;
 pub mod report;
 pub mod resource;
 pub mod svg;

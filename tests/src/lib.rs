@@ -228,7 +228,26 @@ impl RedisServer {
                 // append-only file.
                 match conn.request(&[b"PING"]) {
                     Ok(Value::Error(e)) if e.starts_with(b"LOADING") => {}
-                    Ok(_) => return Ok(()),
+                    // (NOAUTH: it cannot be asked who it is.)
+                    Ok(Value::Error(_)) => return Ok(()),
+                    Ok(_) => {
+                        // Two servers started at once may have been given
+                        // the same free port: the one that answers must be
+                        // ours (the other exits, or is waited for by its
+                        // own starter, which then tries another port).
+                        let ours = format!("process_id:{}\r\n", self.child.id());
+                        return match conn.request(&[b"INFO", b"server"]) {
+                            Ok(Value::Bulk(text))
+                                if !text.windows(ours.len()).any(|w| w == ours.as_bytes()) =>
+                            {
+                                Err(io::Error::new(
+                                    io::ErrorKind::AddrInUse,
+                                    "another redis-server answers on this port",
+                                ))
+                            }
+                            _ => Ok(()),
+                        };
+                    }
                     Err(_) => {}
                 }
             }

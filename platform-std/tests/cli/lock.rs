@@ -74,7 +74,7 @@ fn a_lost_lock_terminates_the_command_and_exits_70() {
     let script = until_term(&dir, "terminated", 143);
     let child = start(
         redlock()
-            .args(["lock", "--servers", &list, "--ttl", "3s", "doomed"])
+            .args(["lock", "-v", "--servers", &list, "--ttl", "3s", "doomed"])
             // Extensions get more than the 30 ms a 3 s ttl gives: a loaded
             // machine must not lose the lock before the test deletes it.
             .args(["--request-timeout", "100ms", "--"])
@@ -93,6 +93,16 @@ fn a_lost_lock_terminates_the_command_and_exits_70() {
     let out = finish(child);
     assert_eq!(code(&out), 70, "stderr: {}", stderr(&out));
     assert!(stderr(&out).contains("lost the lock"), "{}", stderr(&out));
+    // -v: the loss is among the lock's events, after the extensions.
+    let err = stderr(&out);
+    let kinds: Vec<&str> = err
+        .lines()
+        .filter_map(|l| l.split_once("lock event: "))
+        .filter_map(|(_, e)| e.split_whitespace().next())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"acquired"), "{err}");
+    assert!(kinds.contains(&"extended"), "{err}");
+    assert_eq!(kinds.last(), Some(&"lost"), "{err}");
     assert!(
         dir.join("terminated").exists(),
         "the command got no SIGTERM"
@@ -328,4 +338,83 @@ fn a_lost_lock_kills_a_command_that_ignores_sigterm_before_its_validity_ends() {
         "the command was stopped {took:?} after the delete"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Microseconds since the Unix epoch, now.
+fn unix_micros_now() -> u64 {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    u64::try_from(d.as_micros()).unwrap()
+}
+
+/// The number after `key=` in an event line.
+fn event_value(line: &str, key: &str) -> u64 {
+    let word = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key} in {line:?}"));
+    word.parse()
+        .unwrap_or_else(|e| panic!("{key} in {line:?}: {e}"))
+}
+
+#[test]
+fn the_command_learns_its_validity_and_v_logs_the_lock_events() {
+    let (_servers, list) = servers(3);
+    let before = unix_micros_now();
+    let out = run(redlock()
+        .args(["lock", "-v", "--servers", &list, "--ttl", "1s", "--fence"])
+        .args(["valid", "--", "sh", "-c"])
+        .arg("echo \"$REDLOCK_VALID_UNTIL $REDLOCK_FENCE\"; sleep 1.5"));
+    let after = unix_micros_now();
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let printed = stdout(&out);
+    let mut words = printed.split_whitespace();
+    let valid_ms: u64 = words.next().unwrap().parse().unwrap();
+    let fence: u64 = words.next().unwrap().parse().unwrap();
+    // The validity ends after the start and at most a ttl after it.
+    assert!(
+        valid_ms * 1000 > before,
+        "{valid_ms} ms, began at {before} µs"
+    );
+    assert!(
+        valid_ms <= before / 1000 + 1000,
+        "{valid_ms} ms, began at {before} µs"
+    );
+
+    let err = stderr(&out);
+    let events: Vec<&str> = err
+        .lines()
+        .filter_map(|l| l.split_once("lock event: ").map(|(_, e)| e))
+        .collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"acquired"), "{err}");
+    assert_eq!(kinds.last(), Some(&"released"), "{err}");
+    // The command ran 1.5 s on a 1 s ttl: the watchdog extended.
+    assert!(kinds.contains(&"extended"), "{err}");
+    let acquired = events[0];
+    let at = event_value(acquired, "at_unix_us");
+    assert!(before <= at && at <= after, "{acquired}");
+    assert_eq!(
+        event_value(acquired, "valid_until_unix_us") / 1000,
+        valid_ms
+    );
+    assert_eq!(event_value(acquired, "fence"), fence);
+    // Each extension moves the validity on.
+    let mut last = event_value(acquired, "valid_until_unix_us");
+    for e in events.iter().filter(|e| e.starts_with("extended")) {
+        let v = event_value(e, "valid_until_unix_us");
+        assert!(v > last, "{e} after {last}");
+        last = v;
+    }
+    let released = event_value(events[events.len() - 1], "at_unix_us");
+    assert!(at + 1_500_000 <= released && released <= after, "{err}");
+
+    // Without -v, nothing is logged.
+    let quiet = run(redlock().args(["lock", "--servers", &list, "valid", "--", "true"]));
+    assert_eq!(code(&quiet), 0);
+    assert!(!stderr(&quiet).contains("lock event"), "{}", stderr(&quiet));
 }

@@ -6,7 +6,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use core::time::Duration;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use crate::args::{
     ACQUIRING_HELP, ACQUIRING_SHORT, Acquiring, ClientOptions, RETRYING_OPTIONS, Spec,
@@ -25,8 +25,17 @@ redlock lock [SERVER OPTIONS] [ACQUIRE OPTIONS] [--ttl D] [-w D|forever | -n] [-
 Acquires RESOURCE, runs CMD with the lock held and kept alive by a watchdog,
 releases the lock when CMD exits, and exits with CMD's status.
 
-CMD's environment has REDLOCK_RESOURCE, REDLOCK_TOKEN and, with --fence,
+CMD's environment has REDLOCK_RESOURCE, REDLOCK_TOKEN, REDLOCK_VALID_UNTIL
+(when the lock's validity ends unless the watchdog extends it, in
+milliseconds since the Unix epoch, rounded down) and, with --fence,
 REDLOCK_FENCE (the fencing token: larger for every later holder).
+
+With -v, the lock's events are logged on stderr, one line each, for tools to
+read: \"lock event: acquired at_unix_us=T valid_until_unix_us=V fence=F\",
+\"lock event: extended valid_until_unix_us=V\" (V as the watchdog last
+extended it, logged when this process sees it, before it stops or releases),
+\"lock event: lost at_unix_us=T\" and \"lock event: released at_unix_us=T\" (CMD
+exited; the release follows). Times are microseconds since the Unix epoch.
 
   --ttl D     lock time to live; the watchdog extends it while CMD runs
               (default 30s; a bare number is seconds)
@@ -75,6 +84,63 @@ fn kill_at(now: Instant, grace: Duration, valid_until: Instant) -> Instant {
     match now.checked_add(grace) {
         Some(after_grace) => after_grace.min(by_validity),
         None => by_validity,
+    }
+}
+
+/// Microseconds since the Unix epoch at the monotonic instant `at` (past or
+/// future), by this process' wall clock; 0 before the epoch.
+fn unix_micros(at: Instant) -> u64 {
+    let (now, wall) = (Instant::now(), SystemTime::now());
+    let wall_at = if at >= now {
+        wall.checked_add(at - now)
+    } else {
+        wall.checked_sub(now - at)
+    };
+    wall_at
+        .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// The lock's events, logged at info level (`-v`) in a fixed form that
+/// tools can read (see the help): the validity as this process last saw it.
+struct Events<'a> {
+    resource: &'a str,
+    valid_until: Instant,
+}
+
+impl Events<'_> {
+    fn acquired(&self, at: Instant, fence: Option<u64>) {
+        log::info!(
+            "lock event: acquired at_unix_us={} valid_until_unix_us={} fence={} resource={:?}",
+            unix_micros(at),
+            unix_micros(self.valid_until),
+            fence.map_or_else(|| "none".to_owned(), |f| f.to_string()),
+            self.resource
+        );
+    }
+
+    /// Logs the validity of `auto`'s lock if an extension moved it.
+    fn check(&mut self, auto: &redlock_std::AutoLock) {
+        if !log::log_enabled!(log::Level::Info) {
+            return;
+        }
+        let valid_until = auto.lock().valid_until();
+        if valid_until != self.valid_until {
+            self.valid_until = valid_until;
+            log::info!(
+                "lock event: extended valid_until_unix_us={} resource={:?}",
+                unix_micros(valid_until),
+                self.resource
+            );
+        }
+    }
+
+    fn at(&self, what: &str, at: Instant) {
+        log::info!(
+            "lock event: {what} at_unix_us={} resource={:?}",
+            unix_micros(at),
+            self.resource
+        );
     }
 }
 
@@ -151,7 +217,7 @@ pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
     let signals = Signals::register()?;
 
     let lock = match acquire_lock(&client, resource, ttl, &how, &|| signals.pending()) {
-        Ok(lock) => lock,
+        Ok(lock) => (lock, Instant::now()),
         Err(failure) => {
             return Err(match signals.take().next() {
                 Some(sig) => Failure::new(
@@ -162,6 +228,7 @@ pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
             });
         }
     };
+    let (lock, acquired_at) = lock;
     if let Some(sig) = signals.take().next() {
         // Interrupted while acquiring: give the lock back, run nothing.
         let _ = client.unlock(&lock);
@@ -171,6 +238,12 @@ pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
         ));
     }
     let (token, fence_token) = (lock.token().to_string(), lock.fence());
+    let mut events = Events {
+        resource,
+        valid_until: lock.valid_until(),
+    };
+    events.acquired(acquired_at, fence_token);
+    let valid_until_ms = unix_micros(lock.valid_until()) / 1000;
     let auto = client
         .auto_extend(lock, ttl, None)
         .map_err(|e| Failure::new(EX_SOFTWARE, format!("cannot start the watchdog: {e}")))?;
@@ -179,7 +252,8 @@ pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
     command
         .args(&args.command[1..])
         .env("REDLOCK_RESOURCE", resource)
-        .env("REDLOCK_TOKEN", &token);
+        .env("REDLOCK_TOKEN", &token)
+        .env("REDLOCK_VALID_UNTIL", valid_until_ms.to_string());
     match fence_token {
         Some(f) => command.env("REDLOCK_FENCE", f.to_string()),
         None => command.env_remove("REDLOCK_FENCE"),
@@ -213,7 +287,10 @@ pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
     };
 
     loop {
+        events.check(&auto);
         if job.exited() {
+            events.check(&auto);
+            events.at("released", Instant::now());
             let status = job.reap();
             if let Err(e) = auto.release() {
                 eprintln!("redlock lock: warning: releasing {resource:?} failed: {e}");
@@ -226,6 +303,8 @@ pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
             job.signal(sig);
         }
         if let Some(why) = auto.wait_lost(Duration::from_millis(20)) {
+            events.check(&auto);
+            events.at("lost", Instant::now());
             // Whatever the reason, the job must be gone before the
             // validity this client computed ends: past it another client
             // may hold the lock (a majority saying the key is not ours does

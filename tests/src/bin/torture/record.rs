@@ -20,6 +20,18 @@ pub(crate) enum Record {
     Attempt(Attempt),
     /// A hold began or changed.
     Hold(Hold),
+    /// A CLI worker's hold, rebuilt from `redlock lock`'s own events once it
+    /// exited (see `worker.rs`): replaces the hold `worker` recorded as
+    /// acquired at `acquired` (the step's view), or is added if there is
+    /// none.
+    HoldFix {
+        /// The worker.
+        worker: u32,
+        /// The `acquired` of the hold it replaces.
+        acquired: Micros,
+        /// The hold as `redlock lock` saw it.
+        hold: Hold,
+    },
     /// What a worker means to do with a hold it just got: the nemesis'
     /// overlap scenario picks a holder that will hold long enough (see
     /// `nemesis.rs`). Not part of the history.
@@ -110,20 +122,32 @@ pub(crate) fn merge(files: &[PathBuf]) -> (Vec<Attempt>, Vec<Hold>, usize) {
                 Record::Intent { .. } => {}
                 Record::Attempt(a) => attempts.push(a),
                 Record::Hold(h) => {
-                    match holds
-                        .iter_mut()
-                        .find(|x| x.worker == h.worker && x.acquired == h.acquired)
-                    {
-                        Some(known) => *known = h,
-                        None => holds.push(h),
-                    }
+                    let (worker, acquired) = (h.worker, h.acquired);
+                    replace(&mut holds, worker, acquired, h);
                 }
+                Record::HoldFix {
+                    worker,
+                    acquired,
+                    hold,
+                } => replace(&mut holds, worker, acquired, hold),
             }
         }
     }
     attempts.sort_by_key(|a| (a.start, a.worker));
     holds.sort_by_key(|h| (h.acquired, h.worker));
     (attempts, holds, bad)
+}
+
+/// Puts `hold` in place of `worker`'s hold acquired at `acquired`, or adds
+/// it.
+fn replace(holds: &mut Vec<Hold>, worker: u32, acquired: Micros, hold: Hold) {
+    match holds
+        .iter_mut()
+        .find(|x| x.worker == worker && x.acquired == acquired)
+    {
+        Some(known) => *known = hold,
+        None => holds.push(hold),
+    }
 }
 
 /// The run-clock time of a monotonic instant (in the past or the future).

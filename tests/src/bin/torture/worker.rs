@@ -11,7 +11,8 @@
 //! - `cli`: the real `redlock lock --fence RESOURCE -- torture step ...`;
 //!   the step (`step`) is the command run under the lock: it reads
 //!   `REDLOCK_FENCE`, does the read/pause/write and records the attempt
-//!   and the hold.
+//!   and the hold; the worker then corrects the hold from the events
+//!   `redlock lock -v` logged (see `worker/cli.rs`).
 //!
 //! After a hold a worker rests 50-250 ms (seeded), so that holds spread
 //! over the workers. Every worker writes even when its validity ended
@@ -28,8 +29,8 @@ use core::net::SocketAddr;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use core::time::Duration;
 use std::io::Read as _;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Instant;
 
 use redlock_std::{AutoLock, Client, Error, Lock};
@@ -40,7 +41,7 @@ use redlock_tests::torture::history::{
 use redlock_tests::torture::resource::ResourceClient;
 
 use crate::args::{Options, Usage, show_duration};
-use crate::record::{Journal, Record, micros, read_from, run_time};
+use crate::record::{Journal, Record, run_time};
 
 /// The resource every worker locks (its fence counter is `torture:fence`).
 pub(crate) const RESOURCE: &str = "torture";
@@ -353,7 +354,7 @@ pub(crate) fn worker(raw: &[String]) -> Result<ExitCode, Usage> {
         }
     };
     let result = match args.kind {
-        WorkerKind::Cli => cli_loop(&args, &mut journal),
+        WorkerKind::Cli => cli::cli_loop(&args, &mut journal),
         WorkerKind::Watchdog | WorkerKind::Plain => library_loop(&args, &mut journal),
     };
     Ok(match result {
@@ -501,220 +502,6 @@ fn cycle(
     held.release(client);
 }
 
-fn cli_loop(args: &WorkerArgs, journal: &mut Journal) -> Result<(), String> {
-    let redlock = args.redlock.as_deref().ok_or("no redlock binary")?;
-    let me = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
-    let mut rng = SimRng::new(args.seed);
-    let clock = args.clock;
-    while !stopping() {
-        let pause = pause(&mut rng, args.ttl);
-        let start = clock.now();
-        let before = std::fs::metadata(&args.out).map_or(0, |m| m.len());
-        let mut command = Command::new(redlock);
-        command
-            .arg("lock")
-            .args(["--servers", &args.servers.join(",")])
-            .args(["--ttl", &show_duration(args.ttl)])
-            .arg("--fence");
-        if let Some(g) = args.restart_guard {
-            command.args(["--restart-guard", &show_duration(g)]);
-        }
-        command
-            .arg(RESOURCE)
-            .arg("--")
-            .arg(&me)
-            .arg("step")
-            .args(["--id", &args.id.to_string()])
-            .args(["--resource", &args.resource.to_string()])
-            .args(["--epoch-unix-micros", &clock.epoch_unix_micros.to_string()])
-            .args(["--ttl", &show_duration(args.ttl)])
-            .args(["--attempt-start", &start.to_string()])
-            .args(["--pause", &show_duration(pause)])
-            .arg("--out")
-            .arg(&args.out)
-            // The step inherits standard input: it sees the run end too.
-            .stdin(Stdio::inherit());
-        let status = match command.spawn() {
-            Ok(mut child) => wait_bounded(&mut child, CLI_LIMIT),
-            Err(e) => return Err(format!("cannot run {}: {e}", redlock.display())),
-        };
-        let end = clock.now();
-        if step_recorded(&args.out, before, args.id, start) {
-            nap(after_release(&mut rng));
-        } else {
-            let outcome = match status {
-                Some(75) => AttemptOutcome::Conflict,
-                Some(69) => AttemptOutcome::Unavailable,
-                Some(65) => AttemptOutcome::FenceLost,
-                Some(code) => AttemptOutcome::Other(format!("redlock lock exited with {code}")),
-                None => AttemptOutcome::Other("redlock lock was killed".into()),
-            };
-            let failed = !matches!(outcome, AttemptOutcome::Other(_));
-            journal.write(&Record::Attempt(Attempt {
-                worker: args.id,
-                kind: WorkerKind::Cli,
-                start,
-                end,
-                outcome,
-            }));
-            if failed {
-                nap(Duration::from_millis(rng.range(0, 20)));
-            } else {
-                // Something unexpected: do not spin on it.
-                nap(Duration::from_millis(200));
-            }
-        }
-    }
-    Ok(())
-}
+mod cli;
 
-/// Waits for `child` at most `limit`, then kills it; its exit code (`None`:
-/// killed by a signal, or it could not be waited for).
-fn wait_bounded(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
-    let deadline = Instant::now() + limit;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return status.code(),
-            Ok(None) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Ok(None) => {
-                eprintln!("torture: redlock lock ran past {limit:?}: killing it");
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-            Err(_) => return None,
-        }
-    }
-}
-
-/// Whether a step recorded the attempt that began at `start` (in the
-/// records written after `offset`).
-fn step_recorded(out: &Path, offset: u64, id: u32, start: Micros) -> bool {
-    read_from(out, offset).is_ok_and(|(records, _, _)| {
-        records
-            .iter()
-            .any(|r| matches!(r, Record::Attempt(a) if a.worker == id && a.start == start))
-    })
-}
-
-/// `torture step ...`: the command `redlock lock --fence` runs for a CLI
-/// worker. It records the attempt (acquired, with `REDLOCK_FENCE`) and the
-/// hold, reads the register, pauses, writes, and exits.
-///
-/// A CLI hold's `valid_until` is the step's estimate: the command is not
-/// told its lock's validity (`redlock lock` keeps the lock alive while the
-/// command runs, and stops the command if the lock is lost). It is the
-/// step's start plus the ttl until the step ends, then its end; if the
-/// step sees a gap in its own time of half a ttl or more (it was stopped,
-/// SIGSTOP), the validity is taken to have ended when the gap began, and
-/// its write is marked past its validity. SIGTERM (from `redlock lock`, the
-/// lock was lost) records the loss and exits without writing.
-pub(crate) fn step(raw: &[String]) -> Result<ExitCode, Usage> {
-    let o = Options::parse(
-        raw,
-        &[
-            "id",
-            "resource",
-            "epoch-unix-micros",
-            "ttl",
-            "attempt-start",
-            "pause",
-            "out",
-        ],
-        &[],
-    )?;
-    let clock = clock(&o)?;
-    let start = clock.now();
-    let id = id(&o)?;
-    let addr = resource(&o)?;
-    let ttl = o
-        .duration("ttl")?
-        .ok_or_else(|| Usage("--ttl is required".into()))?;
-    let pause = o.duration("pause")?.unwrap_or_default();
-    let attempt_start = o.number("attempt-start")?.unwrap_or(start);
-    let out = PathBuf::from(o.required("out")?);
-    let Some(fence) = std::env::var("REDLOCK_FENCE")
-        .ok()
-        .and_then(|f| f.parse::<u64>().ok())
-    else {
-        eprintln!("torture step: no REDLOCK_FENCE (run it with redlock lock --fence)");
-        return Ok(ExitCode::from(2));
-    };
-    let term = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        if let Err(e) = signal_hook::flag::register(sig, term.clone()) {
-            eprintln!("torture step: cannot handle signal {sig}: {e}");
-        }
-    }
-    watch_stdin();
-    let mut journal = match Journal::open(&out) {
-        Ok(j) => j,
-        Err(e) => {
-            eprintln!("torture step: {}: {e}", out.display());
-            return Ok(ExitCode::from(2));
-        }
-    };
-    journal.write(&Record::Attempt(Attempt {
-        worker: id,
-        kind: WorkerKind::Cli,
-        start: attempt_start,
-        end: start,
-        outcome: AttemptOutcome::Acquired { fence },
-    }));
-    journal.write(&Record::Intent {
-        worker: id,
-        token: std::env::var("REDLOCK_TOKEN").unwrap_or_default(),
-        pause_ms: u64::try_from(pause.as_millis()).unwrap_or(u64::MAX),
-    });
-    let mut hold = Hold {
-        worker: id,
-        kind: WorkerKind::Cli,
-        fence,
-        acquired: start,
-        valid_until: start.saturating_add(micros(ttl)),
-        released: None,
-        lost: None,
-    };
-    journal.write(&Record::Hold(hold.clone()));
-    let mut register = Register::new(addr);
-    let lost = |journal: &mut Journal, mut hold: Hold| {
-        hold.lost = Some(clock.now());
-        journal.write(&Record::Hold(hold));
-        ExitCode::from(143)
-    };
-    let read = register.read(id, fence);
-    let until = Instant::now() + pause;
-    let mut frozen_at: Option<Micros> = None;
-    let mut last = Instant::now();
-    while !stopping() && Instant::now() < until {
-        if term.load(Ordering::SeqCst) {
-            return Ok(lost(&mut journal, hold));
-        }
-        std::thread::sleep(
-            until
-                .saturating_duration_since(Instant::now())
-                .min(Duration::from_millis(10)),
-        );
-        let now = Instant::now();
-        if frozen_at.is_none() && now.duration_since(last) >= ttl / FROZEN_GAP_DIVISOR {
-            let at = run_time(&clock, last);
-            frozen_at = Some(at);
-            hold.valid_until = at;
-            journal.write(&Record::Hold(hold.clone()));
-        }
-        last = now;
-    }
-    if term.load(Ordering::SeqCst) {
-        return Ok(lost(&mut journal, hold));
-    }
-    register.write(id, fence, read, frozen_at.is_some());
-    let released = clock.now();
-    hold.released = Some(released);
-    if frozen_at.is_none() {
-        hold.valid_until = hold.valid_until.max(released);
-    }
-    journal.write(&Record::Hold(hold));
-    Ok(ExitCode::SUCCESS)
-}
+pub(crate) use cli::step;

@@ -36,6 +36,8 @@ pub(super) fn cli_loop(args: &WorkerArgs, journal: &mut Journal) -> Result<(), S
         let mut command = Command::new(redlock);
         command
             .arg("lock")
+            // The lock's events, for `correct_hold`.
+            .arg("-v")
             .args(["--servers", &args.servers.join(",")])
             .args(["--ttl", &show_duration(args.ttl)])
             .arg("--fence");
@@ -61,7 +63,7 @@ pub(super) fn cli_loop(args: &WorkerArgs, journal: &mut Journal) -> Result<(), S
             Ok(opened) => opened,
             Err(e) => return Err(format!("cannot open redlock's log: {e}")),
         };
-        command.arg("-v").stderr(Stdio::from(events_log));
+        command.stderr(Stdio::from(events_log));
         let status = match command.spawn() {
             Ok(mut child) => wait_bounded(&mut child, CLI_LIMIT),
             Err(e) => return Err(format!("cannot run {}: {e}", redlock.display())),

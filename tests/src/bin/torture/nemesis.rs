@@ -392,18 +392,10 @@ impl Holders {
     }
 }
 
-/// A worker's pause, for the CLI holds' correction (see `run.rs`).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct WorkerPause {
-    pub(crate) worker: u32,
-    pub(crate) start: Micros,
-}
-
 /// The faults injected so far.
 #[derive(Debug, Default)]
 pub(crate) struct FaultLog {
     faults: Mutex<Vec<Fault>>,
-    pauses: Mutex<Vec<WorkerPause>>,
 }
 
 impl FaultLog {
@@ -429,14 +421,6 @@ impl FaultLog {
     /// Every fault so far, in the order they began.
     pub(crate) fn faults(&self) -> Vec<Fault> {
         self.faults
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// Every worker pause so far.
-    pub(crate) fn pauses(&self) -> Vec<WorkerPause> {
-        self.pauses
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
@@ -751,14 +735,6 @@ impl Nemesis<'_> {
                 start,
                 false,
             );
-            self.log
-                .pauses
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(WorkerPause {
-                    worker: w.id,
-                    start,
-                });
             self.hold_for(step.span);
             resume(w.pid);
             self.log.end(f, self.clock.now());

@@ -21,16 +21,14 @@ use std::time::Instant;
 
 use redlock_std::Client;
 use redlock_tests::torture::check::{check, suggested_liveness_bound};
-use redlock_tests::torture::history::{
-    Attempt, History, Hold, Profile, Repair, RunClock, WorkerKind,
-};
+use redlock_tests::torture::history::{History, Profile, Repair, RunClock, WorkerKind};
 use redlock_tests::torture::resource::ResourceServer;
 use redlock_tests::torture::{report, svg};
 use serde_json::{Value, json};
 
 use crate::args::{Options, Usage, show_duration};
 use crate::cluster::Cluster;
-use crate::nemesis::{self, FaultLog, Nemesis, WorkerHandle, WorkerPause};
+use crate::nemesis::{self, FaultLog, Nemesis, WorkerHandle};
 use crate::operator;
 use crate::procs::{self, Tracked};
 use crate::record::{merge, micros};
@@ -410,8 +408,7 @@ fn orchestrate(s: &Settings, interrupted: &AtomicBool) -> Result<ExitCode, Strin
     tracked.extend(workers.below.iter().cloned());
     let leftovers = leftovers(&tracked, &out);
 
-    let (attempts, mut holds, bad_lines) = merge(&files);
-    correct_cli_holds(&mut holds, &attempts, &log.pauses());
+    let (attempts, holds, bad_lines) = merge(&files);
     let history = History {
         profile: s.profile,
         seed: s.seed,
@@ -678,97 +675,7 @@ fn leftovers(tracked: &[Tracked], out: &Path) -> Vec<String> {
     }
 }
 
-/// A CLI worker's command is not told its lock's validity (see
-/// `worker::step`): when the nemesis stopped a CLI worker (SIGSTOP of
-/// `redlock lock` and its command) during one of its attempts or holds,
-/// that hold's validity is taken to end when the pause began. `redlock
-/// lock` cannot extend while stopped, so its lock may have expired
-/// meanwhile; whatever its command does after the pause is a stale holder's
-/// act (the critique's GC pause), which the fences must refuse.
-///
-/// A pause that began while `redlock lock` was still acquiring (before the
-/// command started) leaves the hold empty.
-fn correct_cli_holds(holds: &mut [Hold], attempts: &[Attempt], pauses: &[WorkerPause]) {
-    for h in holds.iter_mut().filter(|h| h.kind == WorkerKind::Cli) {
-        let began = attempts
-            .iter()
-            .find(|a| a.worker == h.worker && a.end == h.acquired)
-            .map_or(h.acquired, |a| a.start);
-        for p in pauses.iter().filter(|p| p.worker == h.worker) {
-            if p.start >= began && p.start < h.end() {
-                h.valid_until = h.valid_until.min(p.start);
-            }
-        }
-    }
-}
-
 /// The harness time limit for a run of `duration`, in seconds.
 pub(crate) fn limit_secs(duration: Duration) -> u64 {
     duration.as_secs() + 300
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use redlock_tests::torture::history::AttemptOutcome;
-
-    const S: u64 = 1_000_000;
-
-    fn cli_hold(worker: u32, acquired: u64, valid_until: u64, released: Option<u64>) -> Hold {
-        Hold {
-            worker,
-            kind: WorkerKind::Cli,
-            fence: 1,
-            acquired,
-            valid_until,
-            released,
-            lost: None,
-        }
-    }
-
-    fn attempt(worker: u32, start: u64, end: u64) -> Attempt {
-        Attempt {
-            worker,
-            kind: WorkerKind::Cli,
-            start,
-            end,
-            outcome: AttemptOutcome::Acquired { fence: 1 },
-        }
-    }
-
-    #[test]
-    fn a_paused_cli_hold_ends_when_its_pause_began() {
-        // Paused mid-hold at 2 s: the hold ends at 2 s.
-        let mut holds = vec![cli_hold(3, S, 9 * S, Some(8 * S))];
-        let attempts = vec![attempt(3, S / 2, S)];
-        let pauses = [WorkerPause {
-            worker: 3,
-            start: 2 * S,
-        }];
-        correct_cli_holds(&mut holds, &attempts, &pauses);
-        assert_eq!(holds[0].end(), 2 * S);
-        // Paused while `redlock lock` was acquiring: the hold is empty.
-        let mut holds = vec![cli_hold(3, 5 * S, 9 * S, Some(8 * S))];
-        let attempts = vec![attempt(3, S, 5 * S)];
-        let pauses = [WorkerPause {
-            worker: 3,
-            start: 2 * S,
-        }];
-        correct_cli_holds(&mut holds, &attempts, &pauses);
-        assert!(holds[0].end() <= holds[0].acquired);
-        // Another worker's pause, or one before the attempt: unchanged.
-        let mut holds = vec![cli_hold(3, 5 * S, 9 * S, Some(8 * S))];
-        let pauses = [
-            WorkerPause {
-                worker: 4,
-                start: 6 * S,
-            },
-            WorkerPause {
-                worker: 3,
-                start: 0,
-            },
-        ];
-        correct_cli_holds(&mut holds, &attempts, &pauses);
-        assert_eq!(holds[0].end(), 8 * S);
-    }
 }

@@ -73,6 +73,10 @@ const OVERLAP_MIN_PAUSE_MS: u64 = 500;
 /// recorded (right after its acquisition).
 const INTENT_WAIT: Duration = Duration::from_millis(150);
 
+/// How many times a killed server is started again before the run gives
+/// up on it.
+const RESTART_TRIES: u32 = 2;
+
 /// One step of the server lane.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ServerStep {
@@ -396,6 +400,9 @@ impl Holders {
 #[derive(Debug, Default)]
 pub(crate) struct FaultLog {
     faults: Mutex<Vec<Fault>>,
+    /// What went wrong in the nemesis itself (a server that did not come
+    /// back): the run cannot pass with any.
+    errors: Mutex<Vec<String>>,
 }
 
 impl FaultLog {
@@ -416,6 +423,23 @@ impl FaultLog {
         if let Some(f) = faults.get_mut(i) {
             f.end = Some(at);
         }
+    }
+
+    /// Records a failure of the nemesis itself.
+    fn error(&self, text: String) {
+        eprintln!("torture: {text}");
+        self.errors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(text);
+    }
+
+    /// The nemesis' own failures so far.
+    pub(crate) fn errors(&self) -> Vec<String> {
+        self.errors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Every fault so far, in the order they began.
@@ -502,8 +526,9 @@ impl Nemesis<'_> {
                     // Left down: the run is ending and stops them anyway.
                     return;
                 }
-                self.restart_all(servers);
-                log.end(f, clock.now());
+                if self.restart_all(servers) {
+                    log.end(f, clock.now());
+                }
             }
             ServerStep::PauseServers { servers, span } => {
                 for &i in servers {
@@ -551,28 +576,56 @@ impl Nemesis<'_> {
                     clock.now(),
                     true,
                 );
-                self.restart_all(&[*server]);
-                log.end(f, clock.now());
+                if self.restart_all(&[*server]) {
+                    log.end(f, clock.now());
+                }
             }
             ServerStep::Overlap { held, restarted } => self.overlap(*held, *restarted),
         }
     }
 
-    /// Restarts `servers` in parallel (each within the harness' start
-    /// timeout).
-    fn restart_all(&self, servers: &[usize]) {
+    /// Restarts `servers` in parallel (see [`Nemesis::restart`]); whether
+    /// all of them are back.
+    fn restart_all(&self, servers: &[usize]) -> bool {
         std::thread::scope(|s| {
-            for &i in servers {
-                s.spawn(move || {
-                    if let Err(e) = self.cluster.restart(i) {
-                        eprintln!(
-                            "torture: the server on port {} did not restart: {e}",
-                            self.cluster.port(i)
-                        );
-                    }
-                });
+            let restarts: Vec<_> = servers
+                .iter()
+                .map(|&i| s.spawn(move || self.restart(i)))
+                .collect();
+            restarts
+                .into_iter()
+                .map(|r| r.join().unwrap_or(false))
+                .fold(true, |all, ok| all && ok)
+        })
+    }
+
+    /// Restarts server `i` (each try within the harness' start timeout),
+    /// trying [`RESTART_TRIES`] times; whether it is back. A server that
+    /// does not come back is a run error (see [`FaultLog::errors`]): its
+    /// fault is left without an end, as it never healed.
+    fn restart(&self, i: usize) -> bool {
+        let mut last = String::new();
+        for attempt in 1..=RESTART_TRIES {
+            match self.cluster.restart(i) {
+                Ok(()) => return true,
+                Err(e) => {
+                    last = e.to_string();
+                    eprintln!(
+                        "torture: the server on port {} did not restart (try {attempt}): {e}",
+                        self.cluster.port(i)
+                    );
+                }
             }
-        });
+            if self.stopping() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        self.log.error(format!(
+            "the server on port {} could not be restarted: {last}",
+            self.cluster.port(i)
+        ));
+        false
     }
 
     /// The overlap scenario (see the module docs).
@@ -619,13 +672,9 @@ impl Nemesis<'_> {
         std::thread::scope(|s| {
             for (&i, &f) in victims.iter().zip(&faults) {
                 s.spawn(move || {
-                    if let Err(e) = cluster.restart(i) {
-                        eprintln!(
-                            "torture: the server on port {} did not restart: {e}",
-                            cluster.port(i)
-                        );
+                    if self.restart(i) {
+                        log.end(f, clock.now());
                     }
-                    log.end(f, clock.now());
                 });
             }
         });
@@ -786,6 +835,46 @@ mod tests {
 
     fn ttls() -> Vec<Duration> {
         vec![Duration::from_secs(2), Duration::from_secs(3)]
+    }
+
+    #[test]
+    fn a_server_that_does_not_come_back_is_a_run_error_not_a_healed_fault() {
+        let cluster = Cluster::start(1).expect("a redis-server starts");
+        let log = FaultLog::default();
+        let stop = AtomicBool::new(false);
+        let nemesis = Nemesis {
+            cluster: &cluster,
+            log: &log,
+            clock: RunClock::start(),
+            began: Instant::now(),
+            stop: &stop,
+            files: &[],
+        };
+        cluster.kill(0);
+        // Its port taken by someone else: it cannot come back.
+        let squatter = loop {
+            match std::net::TcpListener::bind(("127.0.0.1", cluster.port(0))) {
+                Ok(l) => break l,
+                // The killed server's socket may linger a moment.
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        nemesis.server_step(&ServerStep::KillImmediate { server: 0 });
+        let faults = log.faults();
+        assert_eq!(faults.len(), 1);
+        assert_eq!(faults[0].end, None, "logged as healed: {faults:?}");
+        let errors = log.errors();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].contains(&cluster.port(0).to_string()),
+            "{errors:?}"
+        );
+        // Once the port is free again, a restart heals the fault.
+        drop(squatter);
+        nemesis.server_step(&ServerStep::KillImmediate { server: 0 });
+        let faults = log.faults();
+        assert!(faults[1].end.is_some(), "{faults:?}");
+        assert_eq!(log.errors().len(), 1);
     }
 
     #[test]

@@ -440,6 +440,7 @@ fn orchestrate(s: &Settings, interrupted: &AtomicBool) -> Result<ExitCode, Strin
             "ttl_ms": kinds.get(w.handle.id as usize - 1).map(|k| k.1.as_millis()),
         })).collect::<Vec<_>>(),
         "early_exits": early_exits,
+        "nemesis_errors": log.errors(),
         "unparsed_record_lines": bad_lines,
         "redlock": redlock.as_ref().map(|p| p.display().to_string()),
         "restart_guard": guard.map(show_duration),
@@ -465,7 +466,7 @@ fn orchestrate(s: &Settings, interrupted: &AtomicBool) -> Result<ExitCode, Strin
     let pass = reports(&out, &history, &run_info, s.json)?;
     Ok(if was_interrupted {
         ExitCode::from(130)
-    } else if pass && early_exits.is_empty() {
+    } else if pass && early_exits.is_empty() && log.errors().is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -500,6 +501,15 @@ fn reports(out: &Path, history: &History, run_info: &Value, json: bool) -> Resul
         text.push_str(&format!(
             "; workers that exited early: {}",
             run_info["early_exits"]
+        ));
+    }
+    if let Some(errors) = run_info["nemesis_errors"]
+        .as_array()
+        .filter(|e| !e.is_empty())
+    {
+        text.push_str(&format!(
+            "; NEMESIS ERRORS (the run fails): {}",
+            Value::Array(errors.clone())
         ));
     }
     text.push('\n');
@@ -538,10 +548,8 @@ pub(crate) fn report(raw: &[String]) -> Result<ExitCode, Usage> {
             Err(_) => Value::Null,
         };
         let pass = reports(&out, &history, &run_info, o.flag("json"))?;
-        let early = run_info["early_exits"]
-            .as_array()
-            .is_some_and(|e| !e.is_empty());
-        Ok(pass && !early)
+        let failed = |key: &str| run_info[key].as_array().is_some_and(|e| !e.is_empty());
+        Ok(pass && !failed("early_exits") && !failed("nemesis_errors"))
     });
     Ok(match result {
         Ok(true) => ExitCode::SUCCESS,

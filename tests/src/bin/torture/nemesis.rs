@@ -73,6 +73,17 @@ const OVERLAP_MIN_PAUSE_MS: u64 = 500;
 /// recorded (right after its acquisition).
 const INTENT_WAIT: Duration = Duration::from_millis(150);
 
+/// What the plan allows for restarting killed servers (in parallel): a
+/// restart takes 50-200 ms here. A longer one only shortens the calm after
+/// it; one that fails is a run error.
+const RESTART_ALLOWANCE: Duration = Duration::from_secs(1);
+
+/// The overlap scenario's length at most, as planned: the wait for a
+/// majority holder, the last look at its intent, and the restarts.
+const OVERLAP_LENGTH: Duration = OVERLAP_WAIT
+    .saturating_add(INTENT_WAIT)
+    .saturating_add(RESTART_ALLOWANCE);
+
 /// How many times a killed server is started again before the run gives
 /// up on it.
 const RESTART_TRIES: u32 = 2;
@@ -234,10 +245,7 @@ pub(crate) fn plan(
         let (step, length) = if unsafe_profile && k % 3 != 2 {
             if k % 6 == 4 {
                 let server = pick(&mut rng, n, 1).first().copied().unwrap_or(0);
-                (
-                    ServerStep::KillImmediate { server },
-                    Duration::from_millis(200),
-                )
+                (ServerStep::KillImmediate { server }, RESTART_ALLOWANCE)
             } else {
                 let s = pick(&mut rng, n, 3);
                 let step = ServerStep::Overlap {
@@ -247,7 +255,7 @@ pub(crate) fn plan(
                     ],
                     restarted: s.get(2).copied().unwrap_or(2),
                 };
-                (step, Duration::from_millis(1500))
+                (step, OVERLAP_LENGTH)
             }
         } else {
             let kind = bag.draw(&mut rng);
@@ -934,6 +942,24 @@ mod tests {
                 kinds.sort();
                 kinds.dedup();
                 assert_eq!(kinds.len(), 6, "seed {seed}: {six:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_calm_after_a_restart_step_follows_its_longest_length() {
+        let w = (Duration::from_secs(2), Duration::from_secs(600));
+        let calm = Duration::from_secs(3 + 2);
+        for seed in 0..20 {
+            let p = plan(Profile::Unsafe, seed, w, 5, &ttls());
+            for pair in p.servers.windows(2) {
+                let ((at, step), (next, _)) = (&pair[0], &pair[1]);
+                let longest = match step {
+                    ServerStep::Overlap { .. } => OVERLAP_WAIT + INTENT_WAIT + RESTART_ALLOWANCE,
+                    ServerStep::KillImmediate { .. } => RESTART_ALLOWANCE,
+                    _ => continue,
+                };
+                assert!(*next - *at >= longest + calm, "seed {seed}: {pair:?}");
             }
         }
     }

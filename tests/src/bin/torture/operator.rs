@@ -3,22 +3,29 @@
 //! the SPEC tells an operator to, with `Client::fence_repair(resource,
 //! at_least)` on the servers themselves (not through the proxies).
 //!
-//! `at_least` is the largest fence the resource has accepted, or the
-//! largest fence a worker has reported acquiring, if that is larger: a
-//! holder may have been granted a fence it has not used yet, and a floor
-//! below it could hand the same fence out again (the SPEC allows the lower
-//! floor: the resource would still refuse the older holder's tokens, but the
-//! lock's own F1 promise would not hold).
+//! `at_least` is the largest of: the largest fence the resource has
+//! accepted; the largest fence a worker has reported acquiring; and the
+//! largest fence counter the servers that answer within
+//! [`COUNTER_WAIT`] still hold. A holder may have been granted a fence it
+//! has not used yet, and a floor below it could hand the same fence out
+//! again (the SPEC allows the lower floor: the resource would still refuse
+//! the older holder's tokens, but the lock's own F1 promise would not
+//! hold). The counters cover a fence granted but not recorded yet (a CLI
+//! worker's command records its fence only once it runs): the majority
+//! that granted it raised their counters to it, and only the servers
+//! restarted since lost theirs.
 //!
 //! It learns of `FenceLost` by reading the workers' files as they grow
 //! (every 20 ms), and repairs at most every 50 ms.
 
+use core::net::SocketAddr;
 use core::sync::atomic::{AtomicBool, Ordering};
 use core::time::Duration;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use redlock_std::Client;
+use redlock_tests::Conn;
 use redlock_tests::torture::history::{AttemptOutcome, Micros, RunClock};
 use redlock_tests::torture::resource::ResourceServer;
 use serde::Serialize;
@@ -30,6 +37,9 @@ use crate::worker::RESOURCE;
 const POLL: Duration = Duration::from_millis(20);
 /// The least time between two repairs.
 const REPAIR_EVERY: Duration = Duration::from_millis(50);
+/// How long the operator waits for the servers' fence counters (a paused
+/// server does not answer: its counter is left out).
+const COUNTER_WAIT: Duration = Duration::from_millis(300);
 
 /// One repair.
 #[derive(Debug, Clone, Serialize)]
@@ -45,15 +55,45 @@ pub(crate) struct Repair {
     pub(crate) resource_max: u64,
     /// The largest fence a worker had reported acquiring.
     pub(crate) workers_max: u64,
-    /// The floor given (the larger of the two).
+    /// The largest fence counter on the servers that answered.
+    pub(crate) servers_max: u64,
+    /// The floor given (the largest of the three).
     pub(crate) at_least: u64,
     /// The counter after the repair, or why it failed.
     pub(crate) counter: Option<u64>,
     pub(crate) error: Option<String>,
 }
 
+/// The largest value of `key` on `servers` (their own addresses, not the
+/// proxies'), among those that answer within [`COUNTER_WAIT`].
+fn largest_counter(servers: &[SocketAddr], key: &str) -> u64 {
+    let (tx, rx) = std::sync::mpsc::channel();
+    for &addr in servers {
+        let (tx, key) = (tx.clone(), key.to_owned());
+        // Not joined: a paused server's reader ends at its read timeout.
+        std::thread::spawn(move || {
+            let value = Conn::connect(addr).ok().map_or(0, |mut c| {
+                crate::cluster::get_number(&mut c, key.as_bytes())
+            });
+            let _ = tx.send(value);
+        });
+    }
+    drop(tx);
+    let deadline = Instant::now() + COUNTER_WAIT;
+    let mut largest = 0;
+    for _ in servers {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(value) => largest = largest.max(value),
+            Err(_) => break,
+        }
+    }
+    largest
+}
+
 /// Watches `files` until `stop`, repairing as needed; returns the repairs.
+/// `servers` are the servers' own addresses.
 pub(crate) fn run(
+    servers: &[SocketAddr],
     files: &[PathBuf],
     resource: &ResourceServer,
     client: &Client,
@@ -102,7 +142,8 @@ pub(crate) fn run(
             .map(|a| a.fence)
             .max()
             .unwrap_or(0);
-        let at_least = resource_max.max(workers_max);
+        let servers_max = largest_counter(servers, &format!("{RESOURCE}:fence"));
+        let at_least = resource_max.max(workers_max).max(servers_max);
         let at = clock.now();
         let result = client.fence_repair(RESOURCE, at_least);
         let mut repair = Repair {
@@ -112,6 +153,7 @@ pub(crate) fn run(
             after_fence_lost_at: lost_at,
             resource_max,
             workers_max,
+            servers_max,
             at_least,
             counter: None,
             error: None,
@@ -127,4 +169,30 @@ pub(crate) fn run(
         repairs.push(repair);
     }
     repairs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redlock_tests::RedisServer;
+
+    #[test]
+    fn the_largest_counter_is_read_from_the_servers_that_answer() {
+        let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start().unwrap()).collect();
+        for (s, v) in servers.iter().zip([b"7".as_slice(), b"12", b"3"]) {
+            s.conn().unwrap().request(&[b"SET", b"r:fence", v]).unwrap();
+        }
+        let addrs: Vec<SocketAddr> = servers.iter().map(RedisServer::addr).collect();
+        assert_eq!(largest_counter(&addrs, "r:fence"), 12);
+        // The largest one paused: left out, within the wait.
+        servers[1].signal("STOP").unwrap();
+        let began = Instant::now();
+        let largest = largest_counter(&addrs, "r:fence");
+        let waited = began.elapsed();
+        servers[1].signal("CONT").unwrap();
+        assert_eq!(largest, 7);
+        assert!(waited < Duration::from_secs(3), "{waited:?}");
+        // None: 0.
+        assert_eq!(largest_counter(&addrs, "other:fence"), 0);
+    }
 }

@@ -337,6 +337,11 @@ fn orchestrate(s: &Settings, interrupted: &AtomicBool) -> Result<ExitCode, Strin
     let log = FaultLog::default();
     let nemesis_stop = AtomicBool::new(false);
     let operator_stop = AtomicBool::new(false);
+    let server_addrs: Vec<core::net::SocketAddr> = cluster
+        .ports()
+        .into_iter()
+        .map(|p| core::net::SocketAddr::from((core::net::Ipv4Addr::LOCALHOST, p)))
+        .collect();
     let repair_client = Client::builder()
         .servers(cluster.server_urls())
         .build()
@@ -359,8 +364,16 @@ fn orchestrate(s: &Settings, interrupted: &AtomicBool) -> Result<ExitCode, Strin
             scope.spawn(move || n.servers(servers_plan, window_end)),
             scope.spawn(|| n.workers(workers_plan, &handles, window_end)),
         ];
-        let operator =
-            scope.spawn(|| operator::run(&files, &resource, &repair_client, clock, &operator_stop));
+        let operator = scope.spawn(|| {
+            operator::run(
+                &server_addrs,
+                &files,
+                &resource,
+                &repair_client,
+                clock,
+                &operator_stop,
+            )
+        });
         // The run itself: wait for its end, or a signal.
         while began.elapsed() < s.duration && !interrupted.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(50));

@@ -600,10 +600,11 @@ impl Nemesis<'_> {
                 .iter()
                 .map(|&i| s.spawn(move || self.restart(i)))
                 .collect();
-            restarts
+            let back: Vec<bool> = restarts
                 .into_iter()
                 .map(|r| r.join().unwrap_or(false))
-                .fold(true, |all, ok| all && ok)
+                .collect();
+            back.into_iter().all(|ok| ok)
         })
     }
 

@@ -13,19 +13,25 @@
 //! - unsafe-guarded (the same schedule, the restart guard on): no
 //!   overlapping holds, and the verdict passes.
 //!
+//! - interrupted (SIGINT, then SIGTERM, 12 s into an unsafe run): it
+//!   stops everything it started and exits 130 with its reports.
+//!
 //! Each run must write its files, and leave no process behind: neither one
-//! it lists in `run.json` (servers, workers, what ran below them) nor any
-//! whose command line names one of its workers' files. A run that overruns
-//! its time limit gets SIGTERM (it then stops everything it started), and
-//! SIGKILL 30 s later.
+//! it lists in `run.json` (servers, workers, what ran below them), nor a
+//! server it listed in `servers.pids` as it started it, nor any process
+//! whose command line names its folder. `redlock` is built first (a no-op
+//! when up to date), under its own limit, so that no run's limit includes a
+//! build. A run that overruns its time limit gets SIGTERM (it then stops
+//! everything it started), and SIGKILL 30 s later; whatever it left is
+//! then killed by the test (SIGCONT, SIGKILL), and the test fails.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test driver
 
 use core::time::Duration;
 use std::io::Read as _;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::{Mutex, PoisonError};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
 use serde_json::Value;
@@ -78,33 +84,87 @@ impl Run {
     }
 }
 
-fn torture(profile: &str, seed: u64, duration: Duration) -> Run {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
-    let out = std::env::temp_dir().join(format!(
-        "redlock-torture-{}-{profile}-{seed}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&out);
-    let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_torture"))
+/// The `redlock` binary for the CLI workers, built (a no-op when up to
+/// date) before any timed run, under its own time limit, so that a run's
+/// limit never includes a build.
+fn redlock_binary() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        // target/<profile>/deps/torture-HASH: the binary goes to
+        // target/<profile>/redlock.
+        let exe = std::env::current_exe().unwrap();
+        let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+        let target_dir = profile_dir.parent().unwrap();
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut build = Command::new(cargo);
+        build
+            .args(["build", "-p", "redlock-std", "--features", "cli"])
+            .args(["--bin", "redlock", "--target-dir"])
+            .arg(target_dir)
+            .stdin(Stdio::null());
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            build.arg("--release");
+        }
+        let mut child = build.spawn().expect("cargo starts");
+        let deadline = Instant::now() + BUILD_LIMIT;
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("building redlock took more than {BUILD_LIMIT:?}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert!(status.success(), "building redlock failed: {status}");
+        let bin = profile_dir.join("redlock");
+        assert!(bin.is_file(), "no {}", bin.display());
+        bin
+    })
+    .clone()
+}
+
+/// How long the build of `redlock` may take (it is built already when
+/// `cargo test --workspace` built redlock-std's tests).
+const BUILD_LIMIT: Duration = Duration::from_secs(20 * 60);
+
+/// Starts a run of `profile` in a fresh folder.
+fn start(profile: &str, seed: u64, duration: Duration, out: &Path) -> Child {
+    let _ = std::fs::remove_dir_all(out);
+    Command::new(env!("CARGO_BIN_EXE_torture"))
         .args(["run", "--profile", profile, "--seed", &seed.to_string()])
         .args(["--duration", &format!("{}s", duration.as_secs())])
         .arg("--out")
-        .arg(&out)
+        .arg(out)
+        .arg("--redlock")
+        .arg(redlock_binary())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .expect("the torture binary starts");
-    let mut stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout.read_to_string(&mut text);
-        text
-    });
-    // The run, its setup (a nested cargo build of redlock when it is out of
-    // date) and its teardown.
-    let limit = duration + Duration::from_secs(120);
+        .expect("the torture binary starts")
+}
+
+fn out_dir(profile: &str, seed: u64) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "redlock-torture-{}-{profile}-{seed}",
+        std::process::id()
+    ))
+}
+
+/// Waits for `child` until `limit` has passed since `started`, then sends
+/// SIGTERM, and SIGKILL 30 s later; its exit status, and whether it had to
+/// be signalled. After a SIGKILL, whatever the run started is swept (see
+/// [`sweep`]) before this fails.
+fn wait_limited(
+    child: &mut Child,
+    started: Instant,
+    limit: Duration,
+    out: &Path,
+    what: &str,
+) -> (ExitStatus, bool) {
     let mut signalled = None;
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -112,18 +172,42 @@ fn torture(profile: &str, seed: u64, duration: Duration) -> Run {
         }
         match signalled {
             None if started.elapsed() > limit => {
-                eprintln!("torture {profile}: past its {limit:?} limit: SIGTERM");
+                eprintln!("torture {what}: past its {limit:?} limit: SIGTERM");
                 signal("TERM", child.id());
                 signalled = Some(Instant::now());
             }
             Some(at) if at.elapsed() > Duration::from_secs(30) => {
-                eprintln!("torture {profile}: still running 30 s after SIGTERM: SIGKILL");
+                eprintln!("torture {what}: still running 30 s after SIGTERM: SIGKILL");
                 let _ = child.kill();
+                let _ = child.wait();
+                let swept = sweep(out);
+                panic!(
+                    "the {what} run ignored SIGTERM for 30 s and was killed; its files are in {}; \
+                     processes it left, now killed: {swept:#?}",
+                    out.display()
+                );
             }
             _ => {}
         }
         std::thread::sleep(Duration::from_millis(100));
     };
+    (status, signalled.is_some())
+}
+
+fn torture(profile: &str, seed: u64, duration: Duration) -> Run {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    let out = out_dir(profile, seed);
+    let mut child = start(profile, seed, duration, &out);
+    let started = Instant::now();
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        text
+    });
+    // The run, its setup and its teardown.
+    let limit = duration + Duration::from_secs(120);
+    let (status, signalled) = wait_limited(&mut child, started, limit, &out, profile);
     let text = reader.join().unwrap();
     eprintln!("{text}");
     eprintln!(
@@ -131,10 +215,12 @@ fn torture(profile: &str, seed: u64, duration: Duration) -> Run {
         status.code(),
         started.elapsed().as_secs_f64()
     );
+    let swept = sweep(&out);
     assert!(
-        signalled.is_none(),
-        "the {profile} run overran its time limit"
+        swept.is_empty(),
+        "processes left by the run (now killed): {swept:#?}"
     );
+    assert!(!signalled, "the {profile} run overran its time limit");
     for file in [
         "history.json",
         "report.txt",
@@ -179,6 +265,56 @@ fn stat(pid: u64) -> Option<(char, u64)> {
     ))
 }
 
+/// The processes of the run in `out` still running (not zombies): the
+/// servers its `servers.pids` lists (the same pid with the same start
+/// time), and any process whose command line names the folder (workers,
+/// `redlock lock`, the CLI's commands and group guards).
+fn of_the_run(out: &Path) -> Vec<(u64, String)> {
+    let mut found = Vec::new();
+    let listed = std::fs::read_to_string(out.join("servers.pids")).unwrap_or_default();
+    for line in listed.lines() {
+        let mut words = line.splitn(3, ' ');
+        let (Some(pid), Some(start), what) = (words.next(), words.next(), words.next()) else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u64>() else {
+            continue;
+        };
+        if let Some((state, now_start)) = stat(pid) {
+            if state != 'Z' && start.parse::<u64>().is_ok_and(|s| s == now_start) {
+                found.push((pid, what.unwrap_or_default().to_owned()));
+            }
+        }
+    }
+    let folder = format!("{}/", out.display());
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u64>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(&folder) && stat(pid).is_some_and(|(state, _)| state != 'Z') {
+            found.push((pid, cmdline));
+        }
+    }
+    found
+}
+
+/// Kills whatever of the run in `out` still runs (SIGCONT first, for the
+/// stopped ones, then SIGKILL); what it found.
+fn sweep(out: &Path) -> Vec<String> {
+    let found = of_the_run(out);
+    for (pid, _) in &found {
+        let pid = u32::try_from(*pid).unwrap();
+        signal("CONT", pid);
+        signal("KILL", pid);
+    }
+    found
+        .into_iter()
+        .map(|(pid, what)| format!("{pid}: {what}"))
+        .collect()
+}
+
 /// No process of the run is left: neither one `run.json` lists (the same
 /// pid with the same start time, not a zombie) nor any whose command line
 /// names one of the run's worker files.
@@ -195,6 +331,11 @@ fn assert_nothing_left(run: &Run) {
         listed.len() >= 11,
         "run.json lists the 5 servers and 6 workers at least: {listed:?}"
     );
+    let servers = std::fs::read_to_string(run.out.join("servers.pids")).unwrap_or_default();
+    assert!(
+        servers.lines().count() >= 5,
+        "servers.pids lists the 5 servers at least: {servers}"
+    );
     let mut left = Vec::new();
     for p in listed {
         let pid = p["pid"].as_u64().unwrap();
@@ -204,17 +345,7 @@ fn assert_nothing_left(run: &Run) {
             }
         }
     }
-    let files = run.out.join("worker-").display().to_string();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u64>() else {
-            continue;
-        };
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.contains(&files) && stat(pid).is_some_and(|(state, _)| state != 'Z') {
-            left.push(format!("{pid}: {cmdline}"));
-        }
-    }
+    left.extend(sweep(&run.out));
     assert!(left.is_empty(), "processes left by the run: {left:#?}");
 }
 
@@ -311,4 +442,60 @@ fn the_restart_guard_prevents_the_overlaps() {
     );
     assert_eq!(run.count("violations.fence"), 0, "{}", run.text);
     assert_eq!(run.count("violations.liveness"), 0, "{}", run.text);
+}
+
+/// Interrupted (Ctrl-C, then SIGTERM) in the middle of its faults, a run
+/// stops everything it started, stopped processes included, and exits 130
+/// with its reports written.
+#[test]
+fn an_interrupted_run_leaves_nothing_running() {
+    for (sig, seed) in [("INT", 11), ("TERM", 12)] {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+        let profile = "unsafe";
+        let out = out_dir(profile, seed);
+        let mut child = start(profile, seed, Duration::from_secs(120), &out);
+        let started = Instant::now();
+        let mut stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stdout.read_to_string(&mut text);
+            text
+        });
+        // Interrupted once faults are under way and every worker has
+        // recorded something (so the CLI workers' processes exist).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let busy = (1..=6).all(|w| {
+                std::fs::metadata(out.join(format!("worker-{w}.jsonl"))).is_ok_and(|m| m.len() > 0)
+            });
+            if busy && started.elapsed() > Duration::from_secs(12) {
+                break;
+            }
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the run ended before it was interrupted"
+            );
+            assert!(Instant::now() < deadline, "the workers never started");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let running = of_the_run(&out);
+        assert!(
+            running.len() >= 5 + 6,
+            "the servers and workers are not found: {running:#?}"
+        );
+        signal(sig, child.id());
+        let interrupted = Instant::now();
+        let (status, signalled) =
+            wait_limited(&mut child, interrupted, Duration::from_secs(60), &out, sig);
+        let text = reader.join().unwrap();
+        let swept = sweep(&out);
+        assert!(swept.is_empty(), "SIG{sig}: processes left: {swept:#?}");
+        assert!(!signalled, "SIG{sig}: the run did not stop within 60 s");
+        assert_eq!(status.code(), Some(130), "SIG{sig}:\n{text}");
+        assert!(text.contains("INTERRUPTED"), "SIG{sig}:\n{text}");
+        let run_json: Value =
+            serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap();
+        assert_eq!(run_json["interrupted"], Value::Bool(true));
+        let _ = std::fs::remove_dir_all(&out);
+    }
 }

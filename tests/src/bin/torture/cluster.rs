@@ -2,7 +2,8 @@
 //! proxy: the workers talk to the proxies, the nemesis and the operator to
 //! the servers themselves.
 
-use std::io;
+use std::io::{self, Write as _};
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use redlock_tests::proxy::{Fault, FaultProxy};
@@ -29,6 +30,32 @@ impl Node {
 pub(crate) struct Cluster {
     nodes: Vec<Node>,
     tracked: Mutex<Vec<Tracked>>,
+    /// Where every server process is listed as it starts (see
+    /// [`Cluster::list_pids_in`]).
+    pids_file: Mutex<Option<PathBuf>>,
+}
+
+/// Appends `t` to the file of pids: `PID START WHAT`, one line each (START
+/// is `-` if it was not read).
+fn list_pid(path: &Path, t: &Tracked) {
+    let line = format!(
+        "{} {} {}\n",
+        t.pid,
+        t.start.map_or_else(|| "-".to_owned(), |s| s.to_string()),
+        t.what
+    );
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        eprintln!(
+            "torture: cannot list pid {} in {}: {e}",
+            t.pid,
+            path.display()
+        );
+    }
 }
 
 impl Cluster {
@@ -52,7 +79,22 @@ impl Cluster {
         Ok(Cluster {
             nodes,
             tracked: Mutex::new(tracked),
+            pids_file: Mutex::new(None),
         })
+    }
+
+    /// Lists every server process in `path` (`PID START WHAT` lines, as
+    /// they start, restarts included), so that whoever runs this run can
+    /// stop them even if the run itself dies by SIGKILL (the servers'
+    /// command lines name only their port).
+    pub(crate) fn list_pids_in(&self, path: PathBuf) {
+        for t in self.tracked().iter() {
+            list_pid(&path, t);
+        }
+        *self
+            .pids_file
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(path);
     }
 
     /// How many servers.
@@ -102,13 +144,18 @@ impl Cluster {
         };
         let mut server = node.server();
         server.restart()?;
+        let t = Tracked::new(server.pid(), format!("redis-server on port {}", node.port));
+        if let Some(path) = &*self
+            .pids_file
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            list_pid(path, &t);
+        }
         self.tracked
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(Tracked::new(
-                server.pid(),
-                format!("redis-server on port {}", node.port),
-            ));
+            .push(t);
         Ok(())
     }
 

@@ -14,6 +14,7 @@
 //! 3. `redlock` next to this binary (`target/<profile>/redlock`).
 //! 4. `redlock` on the `PATH`.
 
+use core::sync::atomic::{AtomicBool, Ordering};
 use core::time::Duration;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -22,7 +23,12 @@ use std::time::Instant;
 use crate::run::BUILD_LIMIT;
 
 /// The `redlock` binary to run, building it first when run by cargo.
-pub(crate) fn find(given: Option<&str>, out: &Path) -> Result<PathBuf, String> {
+/// A signal that sets `interrupted` stops the build (the run then ends).
+pub(crate) fn find(
+    given: Option<&str>,
+    out: &Path,
+    interrupted: &AtomicBool,
+) -> Result<PathBuf, String> {
     if let Some(p) = given
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("REDLOCK_BIN").map(PathBuf::from))
@@ -39,7 +45,7 @@ pub(crate) fn find(given: Option<&str>, out: &Path) -> Result<PathBuf, String> {
         .ok_or("this binary is in no folder")?
         .to_path_buf();
     if let Some(cargo) = std::env::var_os("CARGO") {
-        build(Path::new(&cargo), &dir, out)?;
+        build(Path::new(&cargo), &dir, out, interrupted)?;
     }
     let sibling = dir.join("redlock");
     if sibling.is_file() {
@@ -62,7 +68,7 @@ pub(crate) fn find(given: Option<&str>, out: &Path) -> Result<PathBuf, String> {
 
 /// `cargo build` of the CLI into the target folder `dir` is in
 /// (`target/<profile>`), with that profile.
-fn build(cargo: &Path, dir: &Path, out: &Path) -> Result<(), String> {
+fn build(cargo: &Path, dir: &Path, out: &Path, interrupted: &AtomicBool) -> Result<(), String> {
     let profile_dir = dir.file_name().and_then(|n| n.to_str()).unwrap_or("debug");
     // `target/debug/deps` when run as a test's dependency: one folder up.
     let (dir, profile_dir) = if profile_dir == "deps" {
@@ -105,6 +111,11 @@ fn build(cargo: &Path, dir: &Path, out: &Path) -> Result<(), String> {
                     "cargo build of redlock failed ({status}): see {}",
                     log_path.display()
                 ));
+            }
+            Ok(None) if interrupted.load(Ordering::Relaxed) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("interrupted during the cargo build of redlock".to_owned());
             }
             Ok(None) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(50));

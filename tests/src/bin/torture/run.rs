@@ -233,6 +233,12 @@ pub(crate) fn run(raw: &[String]) -> Result<ExitCode, Usage> {
     }
 }
 
+/// Where the run lists its servers' processes as they start (`PID START
+/// WHAT` lines): whoever runs a run can stop them even if it dies by
+/// SIGKILL. Workers and the CLI's processes name the folder on their
+/// command lines.
+pub(crate) const PIDS_FILE: &str = "servers.pids";
+
 /// The files a run writes in its folder (removed first, so that nothing of
 /// an earlier run is merged in).
 fn clear_out(out: &Path) -> Result<(), String> {
@@ -249,6 +255,7 @@ fn clear_out(out: &Path) -> Result<(), String> {
                 "timeline.svg",
                 "run.json",
                 "build-redlock.log",
+                PIDS_FILE,
             ]
             .contains(&name.as_str());
         if ours {
@@ -273,9 +280,14 @@ fn orchestrate(s: &Settings, interrupted: &AtomicBool) -> Result<ExitCode, Strin
     let max_ttl = kinds.iter().map(|k| k.1).max().unwrap_or_default();
     let guard = (s.profile == Profile::UnsafeGuarded).then_some(max_ttl);
     let cluster = Cluster::start(SERVERS).map_err(|e| format!("cannot start the servers: {e}"))?;
+    cluster.list_pids_in(out.join(PIDS_FILE));
     let servers_up = Instant::now();
     let redlock = if kinds.iter().any(|k| k.0 == WorkerKind::Cli) {
-        Some(crate::redlock_bin::find(s.redlock.as_deref(), &out)?)
+        Some(crate::redlock_bin::find(
+            s.redlock.as_deref(),
+            &out,
+            interrupted,
+        )?)
     } else {
         None
     };

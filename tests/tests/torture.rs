@@ -32,6 +32,7 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Mutex, OnceLock, PoisonError};
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use serde_json::Value;
@@ -130,10 +131,11 @@ fn redlock_binary() -> PathBuf {
 /// `cargo test --workspace` built redlock-std's tests).
 const BUILD_LIMIT: Duration = Duration::from_secs(20 * 60);
 
-/// Starts a run of `profile` in a fresh folder.
-fn start(profile: &str, seed: u64, duration: Duration, out: &Path) -> Child {
+/// Starts a run of `profile` in a fresh folder; with the thread that
+/// reads its standard output.
+fn start(profile: &str, seed: u64, duration: Duration, out: &Path) -> (Child, JoinHandle<String>) {
     let _ = std::fs::remove_dir_all(out);
-    Command::new(env!("CARGO_BIN_EXE_torture"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_torture"))
         .args(["run", "--profile", profile, "--seed", &seed.to_string()])
         .args(["--duration", &format!("{}s", duration.as_secs())])
         .arg("--out")
@@ -144,7 +146,14 @@ fn start(profile: &str, seed: u64, duration: Duration, out: &Path) -> Child {
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .expect("the torture binary starts")
+        .expect("the torture binary starts");
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        text
+    });
+    (child, reader)
 }
 
 fn out_dir(profile: &str, seed: u64) -> PathBuf {
@@ -197,14 +206,8 @@ fn wait_limited(
 fn torture(profile: &str, seed: u64, duration: Duration) -> Run {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     let out = out_dir(profile, seed);
-    let mut child = start(profile, seed, duration, &out);
+    let (mut child, reader) = start(profile, seed, duration, &out);
     let started = Instant::now();
-    let mut stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout.read_to_string(&mut text);
-        text
-    });
     // The run, its setup and its teardown.
     let limit = duration + Duration::from_secs(120);
     let (status, signalled) = wait_limited(&mut child, started, limit, &out, profile);
@@ -453,14 +456,8 @@ fn an_interrupted_run_leaves_nothing_running() {
         let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
         let profile = "unsafe";
         let out = out_dir(profile, seed);
-        let mut child = start(profile, seed, Duration::from_secs(120), &out);
+        let (mut child, reader) = start(profile, seed, Duration::from_secs(120), &out);
         let started = Instant::now();
-        let mut stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = stdout.read_to_string(&mut text);
-            text
-        });
         // Interrupted once faults are under way and every worker has
         // recorded something (so the CLI workers' processes exist).
         let deadline = Instant::now() + Duration::from_secs(60);

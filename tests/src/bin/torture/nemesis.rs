@@ -1,5 +1,5 @@
 //! The nemesis: a schedule of faults drawn from the run's seed before the
-//! run starts ([`plan`]), then carried out on two lanes at once: one for
+//! run starts ([`plan()`]), then carried out on two lanes at once: one for
 //! the servers (one fault at a time, never more than a minority of the
 //! servers inside the assumptions) and one for the workers (pauses).
 //!
@@ -237,7 +237,7 @@ impl FaultLog {
     }
 }
 
-/// Carries out a [`Plan`].
+/// Carries out a [`Plan`](plan::Plan).
 #[derive(Debug)]
 pub(crate) struct Nemesis<'a> {
     pub(crate) cluster: &'a Cluster,

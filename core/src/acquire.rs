@@ -478,7 +478,7 @@ impl<R: AsRef<[u8]>> Operation for Acquire<R> {
     }
 
     fn handle_connection_error(&mut self, now: Instant, server: ServerId) {
-        self.engine.handle_connection_error(server);
+        self.engine.handle_connection_error(now, server);
         self.decide(now);
     }
 

@@ -17,6 +17,7 @@ mod operation;
 mod release;
 mod report;
 mod round;
+pub mod session;
 mod time;
 mod token;
 

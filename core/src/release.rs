@@ -142,8 +142,8 @@ impl<R: AsRef<[u8]>> Operation for Release<R> {
         Ok(())
     }
 
-    fn handle_connection_error(&mut self, _now: Instant, server: ServerId) {
-        self.engine.handle_connection_error(server);
+    fn handle_connection_error(&mut self, now: Instant, server: ServerId) {
+        self.engine.handle_connection_error(now, server);
     }
 
     fn handle_setup_error(&mut self, now: Instant, server: ServerId, error: SetupError) {

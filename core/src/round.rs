@@ -33,6 +33,9 @@ pub struct Transmit {
     /// reconnect now and send it behind the handshake, within the request's
     /// timeout. A key left behind blocks every client until its ttl ends.
     pub release: bool,
+    /// When the request times out (its timeout from now): the session gives
+    /// the connection up if it is still unanswered then.
+    pub deadline: Instant,
 }
 
 /// A reply the operation did not expect at all.
@@ -361,6 +364,7 @@ impl Engine {
                 server: ServerId(i as u8),
                 len,
                 release: request == Request::Release,
+                deadline: slot.deadline,
             }));
         }
         Ok(None)
@@ -434,8 +438,11 @@ impl Engine {
     /// connection failed is sent once more (the platform reconnects for
     /// it): the key may have been set just before the connection broke,
     /// and would otherwise stay until its ttl. Releasing twice is harmless.
-    pub(crate) fn handle_connection_error(&mut self, server: ServerId) {
+    /// A request past its deadline when its connection closed (the session
+    /// gave the connection up because it went unanswered) timed out.
+    pub(crate) fn handle_connection_error(&mut self, now: Instant, server: ServerId) {
         let release = self.request == Request::Release;
+        let mut why = ServerOutcome::ConnectionError;
         if let Some(slot) = self.slots_mut().get_mut(server.index()) {
             if release && !slot.resent && slot.outcome == ServerOutcome::Pending {
                 slot.resent = true;
@@ -444,8 +451,11 @@ impl Engine {
                 slot.send = true;
                 return;
             }
+            if slot.outcome == ServerOutcome::Pending && !slot.send && now >= slot.deadline {
+                why = ServerOutcome::TimedOut;
+            }
         }
-        self.server_unusable(server, ServerOutcome::ConnectionError);
+        self.server_unusable(server, why);
     }
 
     /// The server cannot be used (`why`): its requests in flight are lost,

@@ -29,6 +29,12 @@ pub enum Fault {
     /// connection (the request ran, its answer is lost), once: then
     /// [`Fault::Pass`].
     CutReply,
+    /// Forward requests as whole commands, but swallow the next command
+    /// named so (`b"SET"`, `b"EVALSHA"`; any case) that a client sends, once
+    /// for the whole proxy, and keep the connection open (bytes lost on a
+    /// live connection, no reset: a request that will never be answered);
+    /// then [`Fault::Pass`].
+    Swallow(&'static [u8]),
 }
 
 #[derive(Debug)]
@@ -44,6 +50,17 @@ struct Shared {
 impl Shared {
     fn fault(&self) -> Fault {
         *self.fault.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Ends [`Fault::Swallow`] of `name`: true for the one caller that
+    /// ends it (whose command is swallowed).
+    fn swallow_once(&self, name: &[u8]) -> bool {
+        let mut fault = self.fault.lock().unwrap_or_else(PoisonError::into_inner);
+        let mine = matches!(*fault, Fault::Swallow(n) if n.eq_ignore_ascii_case(name));
+        if mine {
+            *fault = Fault::Pass;
+        }
+        mine
     }
 
     /// Ends [`Fault::CutReply`] once it has cut a reply.
@@ -148,6 +165,8 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, upstream: bool)
     };
     let _ = from.set_read_timeout(Some(Duration::from_millis(20)));
     let mut held: Vec<u8> = Vec::new();
+    // Client bytes not yet forwarded as whole commands (`SwallowSet`).
+    let mut framing: Vec<u8> = Vec::new();
     let mut buf = [0u8; 16 * 1024];
     loop {
         if shared.stop.load(Ordering::Relaxed) {
@@ -194,6 +213,13 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, upstream: bool)
             }
         }
         let data = &buf[..n];
+        if upstream && (matches!(fault, Fault::Swallow(_)) || !framing.is_empty()) {
+            framing.extend_from_slice(data);
+            if forward_commands(&mut framing, &mut to, shared).is_err() {
+                break;
+            }
+            continue;
+        }
         let ok = match fault {
             Fault::Pass => to.write_all(data).is_ok(),
             Fault::Delay(d) => {
@@ -211,6 +237,8 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, upstream: bool)
                 to.write_all(&[*b]).is_ok()
             }),
             Fault::Reset | Fault::CutReply => false,
+            // Server-to-client bytes pass.
+            Fault::Swallow(_) => to.write_all(data).is_ok(),
         };
         if !ok {
             break;
@@ -219,4 +247,40 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared, upstream: bool)
     count(held.len(), false);
     let _ = from.shutdown(Shutdown::Both);
     let _ = to.shutdown(Shutdown::Both);
+}
+
+/// Forwards the complete commands at the front of `framing` (RESP arrays),
+/// except the first one [`Fault::Swallow`] names while it is on (once per
+/// proxy); an incomplete command stays for the next read. Bytes that do not
+/// frame as RESP are forwarded as they are.
+fn forward_commands(framing: &mut Vec<u8>, to: &mut TcpStream, shared: &Shared) -> io::Result<()> {
+    let limits = redlock_resp::Limits {
+        max_bulk_len: 1 << 20,
+        max_frame_len: 1 << 22,
+        ..redlock_resp::Limits::DEFAULT
+    };
+    let parser = redlock_resp::Parser::new(limits);
+    let mut used = 0;
+    while used < framing.len() {
+        let (name, len) = match parser.parse(&framing[used..]) {
+            Ok(redlock_resp::Status::Complete((reply, len))) => {
+                let first = match &reply {
+                    redlock_resp::Reply::Aggregate(a) => a.iter().next(),
+                    _ => None,
+                };
+                match first {
+                    Some(redlock_resp::Reply::Bulk(name)) => (name, len),
+                    _ => (&b""[..], len),
+                }
+            }
+            Ok(redlock_resp::Status::Incomplete) => break,
+            Err(_) => (&b""[..], framing.len() - used),
+        };
+        if !shared.swallow_once(name) {
+            to.write_all(&framing[used..used + len])?;
+        }
+        used += len;
+    }
+    framing.drain(..used);
+    Ok(())
 }

@@ -1,0 +1,318 @@
+//! The per-server session, scripted: connect, handshake, replies matched to
+//! their requests, held requests, backoff, and when a connection is given
+//! up.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use redlock_core::handshake::{Plan, SetupError, Step};
+use redlock_core::redlock_resp::{ErrorKind, Reply, ServerError};
+use redlock_core::session::{
+    Close, Credentials, Entry, Event, Policy, Queued, Session, State, encode_step,
+};
+use redlock_core::{Duration, Instant, ServerId};
+
+type Owed = heapless::Deque<Entry<u32>, 4>;
+
+const POLICY: Policy = Policy::DEFAULT;
+
+fn ms(n: u64) -> Instant {
+    Instant::from_micros(1_000_000_000 + n * 1000)
+}
+
+fn plan(info_required: bool) -> Plan {
+    Plan {
+        auth: true,
+        select: false,
+        info_required,
+    }
+}
+
+const INFO: Reply<'static> = Reply::Bulk(b"# Server\r\nrun_id:abcdef\r\nuptime_in_seconds:100\r\n");
+
+fn no_twin(_: &[u8]) -> Option<ServerId> {
+    None
+}
+
+/// A session through its handshake at `at` (written and judged).
+fn ready_at(at: Instant) -> Session<u32, Owed> {
+    let mut s = Session::new(plan(true), Owed::new());
+    assert!(s.may_connect(at, false));
+    s.connecting(at, &POLICY);
+    s.connected(at, &POLICY);
+    while s.poll_step().is_some() {
+        s.step_written();
+    }
+    let mut last = None;
+    let mut k = 0;
+    while s.state() == State::Handshake {
+        let step = redlock_core::handshake::step(s.plan(), k).unwrap();
+        let reply = match step {
+            Step::Auth => Reply::Simple(b"OK"),
+            Step::ScriptLoad => Reply::Bulk(b"0123456789012345678901234567890123456789"),
+            _ => INFO,
+        };
+        last = Some(s.handle_reply(at, &reply, no_twin).unwrap());
+        k += 1;
+    }
+    assert_eq!(last, Some(Event::Ready));
+    s
+}
+
+#[test]
+fn the_handshake_goes_first_and_holds_requests_until_it_passed() {
+    let mut s: Session<u32, Owed> = Session::new(plan(true), Owed::new());
+    s.connecting(ms(0), &POLICY);
+    // Nothing to write before the transport is up; requests are held.
+    assert_eq!(s.poll_step(), None);
+    assert_eq!(s.push(ms(0), 7, ms(50)), Ok(Queued::Held));
+    s.connected(ms(5), &POLICY);
+    assert_eq!(s.poll_step().map(|(step, _)| step), Some(Step::Auth));
+    s.step_written();
+    // A reply to a step not written yet, or to a held request: out of step.
+    let mut early = s.clone();
+    let _ = early.handle_reply(ms(6), &Reply::Simple(b"OK"), no_twin);
+    assert_eq!(
+        early.handle_reply(ms(6), &Reply::Simple(b"OK"), no_twin),
+        Err(Close::Unsolicited)
+    );
+    while s.poll_step().is_some() {
+        s.step_written();
+    }
+    assert_eq!(
+        s.handle_reply(ms(6), &Reply::Simple(b"OK"), no_twin),
+        Ok(Event::Step)
+    );
+    // Held for 200 ms, well past its 50 ms: not given up (it was not sent).
+    assert_eq!(s.handle_timeout(ms(200)), None);
+    let mut event = Event::Step;
+    let mut k = 1;
+    while event == Event::Step {
+        let reply = match redlock_core::handshake::step(s.plan(), k).unwrap() {
+            Step::Info => INFO,
+            _ => Reply::Bulk(b"sha"),
+        };
+        event = s.handle_reply(ms(200), &reply, no_twin).unwrap();
+        k += 1;
+    }
+    assert_eq!(event, Event::Ready);
+    assert!(s.is_ready());
+    assert_eq!(s.run_id(), b"abcdef");
+    // uptime 100 s read at 200 ms: up since (at most) 99 s before.
+    assert_eq!(
+        s.incarnation(),
+        Some(ms(200).saturating_sub(Duration::from_secs(99)))
+    );
+    // The held request's 50 ms run from the handshake's end.
+    assert_eq!(s.poll_timeout(), Some(ms(250)));
+    assert_eq!(
+        s.handle_reply(ms(210), &Reply::Integer(1), no_twin),
+        Ok(Event::Reply(7))
+    );
+    assert_eq!(s.poll_timeout(), None);
+}
+
+#[test]
+fn replies_go_to_their_requests_in_order_and_pushes_to_none() {
+    let mut s = ready_at(ms(0));
+    for tag in [1, 2, 3] {
+        assert_eq!(s.push(ms(1), tag, ms(100)), Ok(Queued::Write));
+    }
+    let push = Reply::Aggregate(
+        redlock_core::redlock_resp::Parser::default()
+            .parse(b">1\r\n+x\r\n")
+            .ok()
+            .and_then(|s| match s {
+                redlock_core::redlock_resp::Status::Complete((Reply::Aggregate(a), _)) => Some(a),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("a push")),
+    );
+    let got: Vec<Event<u32>> = [Reply::Integer(1), push, Reply::Nil, Reply::Integer(0)]
+        .iter()
+        .map(|r| s.handle_reply(ms(2), r, no_twin).unwrap())
+        .collect();
+    // (Without RESP3 the push parses as nothing: the test then sees 3 replies.)
+    let replies: Vec<u32> = got
+        .iter()
+        .filter_map(|e| match e {
+            Event::Reply(t) => Some(*t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replies, [1, 2, 3]);
+    assert_eq!(
+        s.handle_reply(ms(3), &Reply::Integer(1), no_twin),
+        Err(Close::Unsolicited),
+        "a reply for no request"
+    );
+}
+
+#[test]
+fn a_request_unanswered_past_its_deadline_gives_the_connection_up() {
+    // The out-of-step defect: a request lost on a live connection is never
+    // answered; every later reply would be taken for an older request.
+    let mut s = ready_at(ms(0));
+    s.push(ms(10), 1, ms(60)).unwrap();
+    s.push(ms(20), 2, ms(40)).unwrap();
+    // The earliest deadline of any request awaited, not only the oldest's.
+    assert_eq!(s.poll_timeout(), Some(ms(40)));
+    assert_eq!(s.handle_timeout(ms(39)), None);
+    assert_eq!(s.handle_timeout(ms(40)), Some(Close::Unanswered));
+    let mut lost = Vec::new();
+    // Long after the handshake: an established connection, no backoff.
+    s.close(ms(5_000), Close::Unanswered, &POLICY, |t| lost.push(t));
+    assert_eq!(lost, [1, 2], "every request awaited is lost, oldest first");
+    assert_eq!(s.state(), State::Down);
+    assert_eq!(s.failures(), 0);
+    assert!(s.may_connect(ms(5_000), false), "reconnects at once");
+    assert_eq!(s.incarnation(), None, "unknown until the next INFO");
+    assert_eq!(s.refused(), None);
+}
+
+#[test]
+fn failed_attempts_back_off_and_double_up_to_the_cap() {
+    let mut s: Session<u32, Owed> = Session::new(plan(false), Owed::new());
+    let mut now = ms(0);
+    let mut waits = Vec::new();
+    for _ in 0..12 {
+        assert!(s.may_connect(now, false));
+        s.connecting(now, &POLICY);
+        assert_eq!(
+            s.handle_timeout(now.saturating_add(Duration::from_millis(999))),
+            None
+        );
+        assert_eq!(
+            s.handle_timeout(now.saturating_add(POLICY.connect_timeout)),
+            Some(Close::ConnectTimeout)
+        );
+        s.close(now, Close::Io, &POLICY, |_| unreachable!());
+        let retry = s.retry_at().unwrap();
+        waits.push(retry.saturating_duration_since(now).as_millis());
+        assert!(!s.may_connect(now, false));
+        // A connect that never came up: a release does not skip it either.
+        assert!(!s.may_connect(now, true));
+        now = retry;
+    }
+    assert_eq!(
+        waits,
+        [10, 20, 40, 80, 160, 320, 640, 1280, 2000, 2000, 2000, 2000]
+    );
+}
+
+#[test]
+fn a_connection_that_breaks_right_after_its_handshake_is_flapping() {
+    let mut s = ready_at(ms(0));
+    s.close(ms(100), Close::Io, &POLICY, |_| {});
+    assert_eq!(s.failures(), 1);
+    assert_eq!(s.retry_at(), Some(ms(110)));
+    assert!(!s.may_connect(ms(100), false));
+    // The server was reachable: a release may reconnect in the backoff.
+    assert!(s.may_connect(ms(100), true));
+}
+
+#[test]
+fn a_refused_handshake_refuses_the_server_until_one_passes() {
+    let mut s: Session<u32, Owed> = Session::new(plan(false), Owed::new());
+    s.connecting(ms(0), &POLICY);
+    s.connected(ms(1), &POLICY);
+    s.step_written();
+    let wrongpass = Reply::Error(ServerError::new(
+        b"WRONGPASS invalid username-password pair",
+    ));
+    let why = SetupError::Refused {
+        step: Step::Auth,
+        kind: ErrorKind::WrongPass,
+    };
+    assert_eq!(
+        s.handle_reply(ms(2), &wrongpass, no_twin),
+        Err(Close::Refused(why))
+    );
+    s.close(ms(2), Close::Refused(why), &POLICY, |_| {});
+    assert_eq!(s.refused(), Some(why));
+    // No AUTH storm: even a release waits for the backoff.
+    assert!(!s.may_connect(ms(2), true));
+    assert!(s.may_connect(ms(12), false));
+    assert_eq!(s.push(ms(12), 1, ms(20)), Err((1, Close::Io)), "down");
+    let s = ready_at(ms(20));
+    assert_eq!(s.refused(), None);
+}
+
+#[test]
+fn the_same_process_behind_two_entries_is_refused() {
+    let mut s: Session<u32, Owed> = Session::new(
+        Plan {
+            auth: false,
+            select: false,
+            info_required: false,
+        },
+        Owed::new(),
+    );
+    s.connecting(ms(0), &POLICY);
+    s.connected(ms(0), &POLICY);
+    while s.poll_step().is_some() {
+        s.step_written();
+    }
+    for _ in 1..redlock_core::handshake::step_count(s.plan()) {
+        assert_eq!(
+            s.handle_reply(ms(1), &Reply::Bulk(b"sha"), no_twin),
+            Ok(Event::Step)
+        );
+    }
+    let twin = |id: &[u8]| (id == b"abcdef").then_some(ServerId(3));
+    assert_eq!(
+        s.handle_reply(ms(1), &INFO, twin),
+        Err(Close::Refused(SetupError::SameServer(ServerId(3))))
+    );
+    assert_eq!(s.run_id(), b"", "a twin's run_id is not taken");
+}
+
+#[test]
+fn a_full_queue_gives_the_connection_up() {
+    let mut s = ready_at(ms(0));
+    for tag in 0..4 {
+        assert_eq!(s.push(ms(1), tag, ms(100)), Ok(Queued::Write));
+    }
+    assert_eq!(s.push(ms(1), 9, ms(100)), Err((9, Close::Stuck)));
+}
+
+#[test]
+fn a_handshake_that_does_not_pass_in_time_fails_the_attempt() {
+    let mut s: Session<u32, Owed> = Session::new(plan(true), Owed::new());
+    s.connecting(ms(0), &POLICY);
+    // Moving on to the next address restarts the connect's time.
+    s.connecting(ms(900), &POLICY);
+    assert_eq!(s.handle_timeout(ms(1_000)), None);
+    s.connected(ms(1_000), &POLICY);
+    assert_eq!(s.poll_timeout(), Some(ms(2_000)));
+    s.push(ms(1_000), 1, ms(1_050)).unwrap();
+    assert_eq!(s.handle_timeout(ms(2_000)), Some(Close::ConnectTimeout));
+    let mut lost = Vec::new();
+    s.close(ms(2_000), Close::ConnectTimeout, &POLICY, |t| lost.push(t));
+    assert_eq!(lost, [1], "a held request is lost with its connection");
+    assert_eq!(s.failures(), 1);
+}
+
+#[test]
+fn handshake_steps_are_encoded_as_redis_expects() {
+    let mut buf = [0u8; 256];
+    let creds = Credentials {
+        user: Some(b"app"),
+        password: Some(b"pw"),
+        db: 3,
+    };
+    let n = encode_step(&mut buf, Step::Auth, None, &creds).unwrap();
+    assert_eq!(&buf[..n], b"*3\r\n$4\r\nAUTH\r\n$3\r\napp\r\n$2\r\npw\r\n");
+    let n = encode_step(&mut buf, Step::Select, None, &creds).unwrap();
+    assert_eq!(&buf[..n], b"*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n");
+    let n = encode_step(&mut buf, Step::Info, None, &creds).unwrap();
+    assert_eq!(&buf[..n], b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n");
+    assert_eq!(
+        creds.plan(true),
+        Plan {
+            auth: true,
+            select: true,
+            info_required: true
+        }
+    );
+    assert!(!format!("{creds:?}").contains("pw\""));
+}

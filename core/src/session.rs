@@ -152,14 +152,16 @@ impl core::fmt::Display for Close {
 }
 
 /// A request the session waits for a reply to: its owner's tag, and when it
-/// is due.
+/// is due. Eight bytes with a `u16` tag: a firmware keeps a dozen per
+/// server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry<T> {
     /// The platform's tag of the request's owner.
     pub tag: T,
-    /// Written: its deadline. Held behind the handshake: the time it is
-    /// allowed from when the handshake passes (as microseconds).
-    due: Instant,
+    /// Written: its deadline, in microseconds after the session's `base`.
+    /// Held behind the handshake: the microseconds it is allowed from when
+    /// the handshake passes.
+    due: u32,
 }
 
 /// The storage of the requests a session waits for, oldest first: a
@@ -243,6 +245,10 @@ pub struct Session<T, Q> {
     retry_at: Instant,
     /// When the handshake passed.
     ready_at: Instant,
+    /// The origin of the entries' deadlines: moved to the present when the
+    /// queue is empty, or when a deadline would not fit in `u32`
+    /// microseconds (71 minutes) after it.
+    base: Instant,
     failures: u32,
     /// The server was reachable when its connection last failed (an
     /// urgent request may skip the backoff).
@@ -267,6 +273,7 @@ impl<T, Q: Queue<T>> Session<T, Q> {
             deadline: Instant::ZERO,
             retry_at: Instant::ZERO,
             ready_at: Instant::ZERO,
+            base: Instant::ZERO,
             failures: 0,
             reachable: true,
             refused: None,
@@ -405,10 +412,10 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     pub fn push(&mut self, now: Instant, tag: T, deadline: Instant) -> Result<Queued, (T, Close)> {
         let (due, queued) = match self.state {
             State::Down => return Err((tag, Close::Io)),
-            State::Ready => (deadline, Queued::Write),
+            State::Ready => (self.offset(now, deadline), Queued::Write),
             State::Connecting | State::Handshake => {
-                let allowed = deadline.saturating_duration_since(now);
-                (Instant::from_micros(allowed.as_micros()), Queued::Held)
+                let allowed = deadline.saturating_duration_since(now).as_micros();
+                (u32::try_from(allowed).unwrap_or(u32::MAX), Queued::Held)
             }
         };
         match self.owed.push_back(Entry { tag, due }) {
@@ -477,11 +484,34 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         self.refused = None;
         self.reachable = true;
         // The held requests' time runs from now.
-        self.owed.for_each_mut(|e| {
-            e.due = now.saturating_add(Duration::from_micros(e.due.as_micros()));
-        });
+        self.base = now;
         rl_log!(debug, "a server passed its handshake");
         Ok(Event::Ready)
+    }
+
+    /// `deadline` as microseconds after `base`, moving `base` to `now`
+    /// first when nothing is awaited, or when `deadline` is too far after
+    /// it (then the entries' deadlines move with it; one already past stays
+    /// past).
+    fn offset(&mut self, now: Instant, deadline: Instant) -> u32 {
+        let fits = |base: Instant| {
+            u32::try_from(deadline.saturating_duration_since(base).as_micros()).ok()
+        };
+        if self.owed.is_empty() {
+            self.base = now;
+        } else if fits(self.base).is_none() {
+            let shift = now.saturating_duration_since(self.base).as_micros();
+            let shift = u32::try_from(shift).unwrap_or(u32::MAX);
+            self.owed
+                .for_each_mut(|e| e.due = e.due.saturating_sub(shift));
+            self.base = now;
+        }
+        fits(self.base).unwrap_or(u32::MAX)
+    }
+
+    fn deadline_of(&self, due: u32) -> Instant {
+        self.base
+            .saturating_add(Duration::from_micros(u64::from(due)))
     }
 
     /// When [`handle_timeout`](Session::handle_timeout) is due next.
@@ -490,11 +520,11 @@ impl<T, Q: Queue<T>> Session<T, Q> {
             State::Down => None,
             State::Connecting | State::Handshake => Some(self.deadline),
             State::Ready => {
-                let mut next: Option<Instant> = None;
+                let mut next: Option<u32> = None;
                 self.owed.for_each(|e| {
                     next = Some(next.map_or(e.due, |t| t.min(e.due)));
                 });
-                next
+                next.map(|due| self.deadline_of(due))
             }
         }
     }

@@ -316,3 +316,32 @@ fn handshake_steps_are_encoded_as_redis_expects() {
     );
     assert!(!format!("{creds:?}").contains("pw\""));
 }
+
+#[test]
+fn a_connection_busy_for_hours_keeps_exact_deadlines() {
+    // Deadlines are kept as microseconds after a base that moves: a queue
+    // never empty for longer than that range must not misjudge one.
+    let mut s = ready_at(ms(0));
+    let mut now = ms(1);
+    s.push(now, 0, now.saturating_add(Duration::from_millis(800)))
+        .unwrap();
+    for k in 1..20_000u32 {
+        // One new request before the oldest is answered, every 0.5 s:
+        // 2.8 hours without the queue ever empty.
+        now = now.saturating_add(Duration::from_millis(500));
+        let deadline = now.saturating_add(Duration::from_millis(800));
+        s.push(now, k, deadline).unwrap();
+        // The oldest (sent 0.5 s ago) is due first.
+        let oldest = now.saturating_add(Duration::from_millis(300));
+        assert_eq!(s.poll_timeout(), Some(oldest), "request {k}");
+        assert_eq!(s.handle_timeout(now), None, "request {k}");
+        assert_eq!(
+            s.handle_reply(now, &Reply::Integer(1), no_twin),
+            Ok(Event::Reply(k - 1))
+        );
+        assert_eq!(s.poll_timeout(), Some(deadline), "request {k}");
+    }
+    let late = now.saturating_add(Duration::from_millis(800));
+    assert_eq!(s.handle_timeout(late.saturating_sub(Duration::from_micros(1))), None);
+    assert_eq!(s.handle_timeout(late), Some(Close::Unanswered));
+}

@@ -244,3 +244,63 @@ fn a_server_that_drops_connects_costs_no_connect_timeout_per_call() {
         assert!(took < FAST, "round {round}: {took:?}");
     }
 }
+
+/// A request lost on a live connection (bytes swallowed, no reset) is never
+/// answered: the connection is out of step, and every later reply would be
+/// taken for an older request. The session gives such a connection up at
+/// the request's deadline, so one long-lived client recovers within the
+/// request timeout plus one reconnect.
+#[test]
+fn a_request_lost_on_a_live_connection_costs_one_timeout_and_a_reconnect() {
+    let (setup, urls) = setup(3, 3);
+    let c = client(&urls, 100);
+    c.unlock(&c.lock(b"warm", Duration::from_secs(5)).unwrap())
+        .unwrap();
+    let accepted: Vec<usize> = setup.proxies.iter().map(FaultProxy::accepted).collect();
+    for p in &setup.proxies {
+        p.set(Fault::Swallow(b"SET"));
+    }
+    // Every server loses this SET: the lock is unavailable, and costs one
+    // request timeout.
+    let started = Instant::now();
+    let err = c.lock(b"res", TTL).unwrap_err();
+    assert!(matches!(err, Error::Unavailable(_)), "{err}");
+    assert!(started.elapsed() < FAST, "{:?}", started.elapsed());
+    // From then on, every cycle works on fresh connections.
+    for cycle in 0..20 {
+        let lock = c
+            .lock(b"res", TTL)
+            .unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
+        assert_eq!(lock.report().count(ServerOutcome::Ok), 3, "cycle {cycle}");
+        let released = c.unlock(&lock).unwrap();
+        assert_eq!(released.deleted(), 3, "cycle {cycle}");
+    }
+    for (i, p) in setup.proxies.iter().enumerate() {
+        assert_eq!(p.accepted(), accepted[i] + 1, "one reconnect to server {i}");
+    }
+    for s in &setup.servers {
+        assert_eq!(get(s), Value::Nil);
+    }
+}
+
+/// A release swallowed on a live connection is sent again on the next
+/// connection: the key does not stay until its ttl.
+#[test]
+fn a_release_lost_on_a_live_connection_is_sent_again() {
+    let (setup, urls) = setup(3, 1);
+    let c = client(&urls, 100);
+    c.unlock(&c.lock(b"warm", Duration::from_secs(5)).unwrap())
+        .unwrap();
+    let lock = c.lock(b"res", TTL).unwrap();
+    assert_eq!(lock.report().count(ServerOutcome::Ok), 3);
+    setup.proxies[0].set(Fault::Swallow(b"EVALSHA"));
+    let released = c.unlock(&lock).unwrap();
+    assert_eq!(released.deleted(), 3, "{released:?}");
+    for s in &setup.servers {
+        assert_eq!(get(s), Value::Nil, "the key is gone everywhere");
+    }
+    // And the connection is usable again at once.
+    let lock = c.lock(b"res", TTL).unwrap();
+    assert_eq!(lock.report().count(ServerOutcome::Ok), 3);
+    c.unlock(&lock).unwrap();
+}

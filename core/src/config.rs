@@ -118,6 +118,20 @@ impl Config {
         }
     }
 
+    /// The ttl that sizes the request timeout of an operation without a ttl
+    /// of its own (unlock by token, inspect, fence repair) on a client that
+    /// has no default ttl: 10 s, so 100 ms.
+    pub const UNTIMED_TTL: Duration = Duration::from_secs(10);
+
+    /// The request timeout of an operation without a ttl of its own: sized
+    /// by the client's default ttl when it has one, else by
+    /// [`UNTIMED_TTL`](Config::UNTIMED_TTL) (unless
+    /// [`request_timeout`](Config::request_timeout) is set). One rule for
+    /// every platform.
+    pub fn untimed_request_timeout(&self, default_ttl: Option<Duration>) -> Duration {
+        self.request_timeout_for(default_ttl.unwrap_or(Self::UNTIMED_TTL))
+    }
+
     /// The smallest default request timeout.
     pub const MIN_REQUEST_TIMEOUT: Duration = Duration::from_millis(5);
     /// The largest default request timeout.

@@ -227,6 +227,17 @@ pub enum Event<T> {
     Push,
 }
 
+/// `Option<SetupError>` whose `None` is all zero bits, so that a new
+/// [`Session`] is all zero (with a zeroed queue): a static of them goes to
+/// `.bss` and needs no flash for its initial value (an `Option` would put
+/// `None` in a niche of the error's tag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C, u8)]
+enum Refusal {
+    None,
+    Some(SetupError),
+}
+
 /// One server's connection protocol. `T` is the platform's tag of a
 /// request's owner (a slot and serial, an operation number); `Q` stores
 /// the requests awaited (see [`Queue`]).
@@ -250,10 +261,11 @@ pub struct Session<T, Q> {
     /// microseconds (71 minutes) after it.
     base: Instant,
     failures: u32,
-    /// The server was reachable when its connection last failed (an
-    /// urgent request may skip the backoff).
-    reachable: bool,
-    refused: Option<SetupError>,
+    /// The server was not reachable when its connection last failed (a
+    /// connect that never came up): an urgent request may not skip the
+    /// backoff.
+    unreachable: bool,
+    refused: Refusal,
     incarnation: Option<Instant>,
     run_id: heapless::Vec<u8, RUN_ID_LEN>,
     owed: Q,
@@ -275,8 +287,8 @@ impl<T, Q: Queue<T>> Session<T, Q> {
             ready_at: Instant::ZERO,
             base: Instant::ZERO,
             failures: 0,
-            reachable: true,
-            refused: None,
+            unreachable: false,
+            refused: Refusal::None,
             incarnation: None,
             run_id: heapless::Vec::new(),
             owed,
@@ -307,7 +319,10 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     /// Why the server is not used, since its last connection was refused
     /// (until a handshake passes or a later connection fails otherwise).
     pub fn refused(&self) -> Option<SetupError> {
-        self.refused
+        match self.refused {
+            Refusal::None => None,
+            Refusal::Some(e) => Some(e),
+        }
     }
 
     /// When the server's current process began (C2), from this connection's
@@ -343,8 +358,8 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         self.judged = 0;
         self.retry_at = Instant::ZERO;
         self.failures = 0;
-        self.reachable = true;
-        self.refused = None;
+        self.unreachable = false;
+        self.refused = Refusal::None;
         self.incarnation = None;
         self.run_id.clear();
         while self.owed.pop_front().is_some() {}
@@ -355,7 +370,8 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     /// server was reachable when it last failed.
     pub fn may_connect(&self, now: Instant, urgent: bool) -> bool {
         self.state == State::Down
-            && (now >= self.retry_at || (urgent && self.reachable && self.refused.is_none()))
+            && (now >= self.retry_at
+                || (urgent && !self.unreachable && self.refused == Refusal::None))
     }
 
     /// The earliest time a connect may start (for a platform that sleeps).
@@ -481,8 +497,8 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         self.state = State::Ready;
         self.ready_at = now;
         self.failures = 0;
-        self.refused = None;
-        self.reachable = true;
+        self.refused = Refusal::None;
+        self.unreachable = false;
         // The held requests' time runs from now.
         self.base = now;
         rl_log!(debug, "a server passed its handshake");
@@ -551,7 +567,9 @@ impl<T, Q: Queue<T>> Session<T, Q> {
 
     /// The connection is closed (the platform closed its socket) because of
     /// `why`: every request awaited is lost, and `lost` is called with each
-    /// tag, oldest first. Decides when the next connect may start.
+    /// tag, oldest first (an operation that had a release among them sends
+    /// it again on the next connection: see `Operation`). Decides when the
+    /// next connect may start.
     pub fn close(&mut self, now: Instant, why: Close, policy: &Policy, mut lost: impl FnMut(T)) {
         let flapping = self.state == State::Ready
             && now < self.ready_at.saturating_add(policy.connect_timeout);
@@ -564,7 +582,7 @@ impl<T, Q: Queue<T>> Session<T, Q> {
             || refused.is_some();
         if self.state == State::Connecting {
             // It never came up: a release does not skip the backoff for it.
-            self.reachable = false;
+            self.unreachable = true;
         }
         if attempt {
             self.failures = self.failures.saturating_add(1);
@@ -576,7 +594,10 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         if let Some(e) = refused {
             rl_log!(warn, "a server is not used: {}", e);
         }
-        self.refused = refused;
+        self.refused = match refused {
+            Some(e) => Refusal::Some(e),
+            None => Refusal::None,
+        };
         self.state = State::Down;
         self.written = 0;
         self.judged = 0;
@@ -587,7 +608,10 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     }
 }
 
-/// How to log in to one server: `AUTH [user] password` and `SELECT db`.
+/// How to log in to one server: `AUTH [user] password` and `SELECT db`, sent
+/// on every new connection before anything else and judged fail-closed.
+///
+/// `Debug` never shows the password.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub struct Credentials<'a> {
     /// The ACL user (`AUTH user password`); `None` sends `AUTH password`.
@@ -611,7 +635,31 @@ impl core::fmt::Debug for Credentials<'_> {
     }
 }
 
+#[cfg(feature = "defmt")]
+impl defmt::Format for Credentials<'_> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(
+            f,
+            "Credentials {{ user: {}, password: {}, db: {} }}",
+            self.user,
+            if self.password.is_some() {
+                "***"
+            } else {
+                "none"
+            },
+            self.db
+        )
+    }
+}
+
 impl Credentials<'_> {
+    /// No `AUTH`, database 0.
+    pub const NONE: Credentials<'static> = Credentials {
+        user: None,
+        password: None,
+        db: 0,
+    };
+
     /// The handshake plan of a server with these credentials.
     pub fn plan(&self, info_required: bool) -> Plan {
         Plan {

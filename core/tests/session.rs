@@ -342,6 +342,9 @@ fn a_connection_busy_for_hours_keeps_exact_deadlines() {
         assert_eq!(s.poll_timeout(), Some(deadline), "request {k}");
     }
     let late = now.saturating_add(Duration::from_millis(800));
-    assert_eq!(s.handle_timeout(late.saturating_sub(Duration::from_micros(1))), None);
+    assert_eq!(
+        s.handle_timeout(late.saturating_sub(Duration::from_micros(1))),
+        None
+    );
     assert_eq!(s.handle_timeout(late), Some(Close::Unanswered));
 }

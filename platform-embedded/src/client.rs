@@ -3,8 +3,9 @@
 
 use embedded_io::{Read, ReadReady, Write};
 use rand_core::TryCryptoRng;
-use redlock_core::handshake::{self, SetupError, Verdict};
+use redlock_core::handshake;
 use redlock_core::redlock_resp::{EncodeError, Parser, Status, script};
+use redlock_core::session::{Close, Event, Policy, Queued, State};
 use redlock_core::{
     Acquire, Config, Duration, Extend, FenceRepair, FenceRepaired, Inspect, Inspection, Instant,
     Operation, Release, Released, Retry, ServerId, Servers, Transmit,
@@ -15,38 +16,14 @@ mod driven;
 
 use driven::Driven;
 
-use crate::conn::{Buffers, Conn, Expect, Fail, RUN_ID_LEN, Refusal, State, move_down, plan};
+use crate::conn::{Buffers, Conn, move_down};
 use crate::error::Error;
-use crate::net::{Clock, Credentials, Network};
+use crate::net::{Clock, Network};
+use redlock_core::session::Credentials;
 
-/// Connection settings of a [`Client`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Options {
-    /// How long a connect plus its handshake may take before the server
-    /// counts as down for this operation.
-    pub connect_timeout: Duration,
-    /// The wait before reconnecting after one failed attempt; it doubles
-    /// with each failure in a row, up to `backoff_max`.
-    pub backoff_min: Duration,
-    /// The longest wait between connection attempts.
-    pub backoff_max: Duration,
-}
-
-impl Options {
-    /// 1 s to connect, backoff from 10 ms to 2 s (the std client's).
-    pub const DEFAULT: Options = Options {
-        connect_timeout: Duration::from_secs(1),
-        backoff_min: Duration::from_millis(10),
-        backoff_max: Duration::from_secs(2),
-    };
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options::DEFAULT
-    }
-}
+/// Connection settings of a [`Client`]: the core's session policy
+/// (connect timeout, backoff), the same table as the std client's.
+pub type Options = Policy;
 
 /// A lock this client holds on `resource`: the core's [`Lock`]
 /// (token, validity, fence, per-server report), and the resource name.
@@ -72,11 +49,6 @@ impl core::ops::Deref for Lock<'_> {
         &self.lock
     }
 }
-
-/// The ttl used to size the request timeout of the operations that have no
-/// ttl of their own (unlock by token, inspect, fence repair): 100 ms unless
-/// [`Config::request_timeout`] is set.
-const TIMEOUT_TTL: Duration = Duration::from_secs(10);
 
 /// The bytes of a request that are not the resource name (which appears at
 /// most twice), at most: the `EVAL` fallback after `NOSCRIPT` carries a
@@ -175,6 +147,9 @@ pub struct Client<'a, N, C, G, const SERVERS: usize, const IN: usize = 1024, con
     /// Where the operation encodes its next request.
     request: &'a mut [u8; OUT],
     parser: Parser,
+    /// The number of the running operation (the tag of its requests in the
+    /// sessions): a reply tagged otherwise answers an operation that ended.
+    serial: u16,
 }
 
 impl<N, C, G, const SERVERS: usize, const IN: usize, const OUT: usize> core::fmt::Debug
@@ -231,8 +206,10 @@ where
             if creds.password.is_some() && auth > OUT {
                 return Err(Error::BufferTooSmall { needed: auth });
             }
-            conn.clear();
-            conn.set_plan(plan(creds, config.restart_guard.is_some()));
+            conn.clear_buffers();
+            conn.session.reset();
+            conn.session
+                .set_plan(creds.plan(config.restart_guard.is_some()));
             // The most bytes a handshake step takes: a held release must
             // leave them free.
             conn.reserve = auth.max(SCRIPT_LOAD_LEN);
@@ -247,6 +224,7 @@ where
             conns: &mut buffers.conns,
             request: &mut buffers.request,
             parser: Parser::default(),
+            serial: 0,
         })
     }
 
@@ -281,10 +259,7 @@ where
     /// out of the first operation.
     pub fn connect(&mut self) -> usize {
         self.prepare();
-        self.conns
-            .iter()
-            .filter(|c| c.state == State::Ready)
-            .count()
+        self.conns.iter().filter(|c| c.session.is_ready()).count()
     }
 
     /// Acquires `resource` for `ttl`, retrying as [`Config::retry`] says.
@@ -365,7 +340,7 @@ where
     pub fn unlock_token(&mut self, resource: &[u8], token: &[u8]) -> Result<Released, Error> {
         self.check_resource(resource)?;
         let servers = self.prepare_servers();
-        let timeout = self.config.request_timeout_for(TIMEOUT_TTL);
+        let timeout = self.config.untimed_request_timeout(None);
         let mut op = Release::new(&self.config, &servers, resource, token, timeout)?;
         confirmed(self.run(&mut op)?)
     }
@@ -374,7 +349,7 @@ where
     pub fn inspect(&mut self, resource: &[u8]) -> Result<Inspection, Error> {
         self.check_resource(resource)?;
         let servers = self.prepare_servers();
-        let timeout = self.config.request_timeout_for(TIMEOUT_TTL);
+        let timeout = self.config.untimed_request_timeout(None);
         let mut op = Inspect::new(&servers, resource, timeout);
         self.run(&mut op)
     }
@@ -384,7 +359,7 @@ where
     pub fn fence_repair(&mut self, resource: &[u8], floor: u64) -> Result<FenceRepaired, Error> {
         self.check_resource(resource)?;
         let servers = self.prepare_servers();
-        let timeout = self.config.request_timeout_for(TIMEOUT_TTL);
+        let timeout = self.config.untimed_request_timeout(None);
         let mut op = FenceRepair::new(&self.config, &servers, resource, floor, timeout);
         self.run(&mut op)?
             .map_err(|e| Error::from_failure(e.kind, e.report))
@@ -405,7 +380,7 @@ where
         self.prepare();
         let mut servers = Servers::new(SERVERS).unwrap_or_else(|_| unreachable_servers());
         for (i, conn) in self.conns.iter().enumerate() {
-            if let Some(started) = conn.incarnation {
+            if let Some(started) = conn.session.incarnation() {
                 servers.set_incarnation(ServerId(i as u8), started);
             }
         }
@@ -423,13 +398,9 @@ where
     /// The loop of [`run`](Client::run), not generic, so that its code
     /// exists once.
     fn drive(&mut self, op: &mut dyn Driven) -> Result<(), Error> {
-        let result = self.pump(Some(op), Instant::ZERO);
-        // Replies still owed to the operation that ended are dropped when
-        // they come.
-        for conn in self.conns.iter_mut() {
-            conn.end_op();
-        }
-        result
+        // A new tag: replies still owed to earlier operations are stale.
+        self.serial = self.serial.wrapping_add(1);
+        self.pump(Some(op), Instant::ZERO)
     }
 
     /// The loop of [`drive`](Client::drive), until the operation `op` is
@@ -468,12 +439,21 @@ where
                 }
                 Some(op) => {
                     now = self.clock.now();
+                    // The sessions first, at the same time: a connection
+                    // given up for a request unanswered past its deadline
+                    // tells the operation before the operation times it
+                    // out, so that a release on it is sent again.
+                    let sessions = self.expire(now, Some(&mut *op));
                     let deadline = op.poll_timeout();
                     if deadline.is_some_and(|t| now >= t) {
                         op.handle_timeout(now);
                         continue;
                     }
-                    (deadline, connecting)
+                    let pending = match (connecting, sessions) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                    (deadline, pending)
                 }
             };
             if !progressed {
@@ -488,35 +468,80 @@ where
         }
     }
 
+    /// Gives up the connections whose session says so at `now` (a request
+    /// unanswered past its deadline); returns the earliest time a session
+    /// wants to be asked again.
+    fn expire(&mut self, now: Instant, mut op: Option<&mut (dyn Driven + '_)>) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        for i in 0..SERVERS {
+            let Some(conn) = self.conns.get_mut(i) else {
+                continue;
+            };
+            if let Some(why) = conn.session.handle_timeout(now) {
+                self.fail(i, now, why, op.as_deref_mut());
+            }
+            if let Some(t) = self.conns.get(i).and_then(|c| c.session.poll_timeout()) {
+                next = Some(next.map_or(t, |n: Instant| n.min(t)));
+            }
+        }
+        next
+    }
+
     /// Queues request `t` (in `self.request`) on its server's connection,
     /// or tells the operation that the server cannot be asked.
     fn send(&mut self, op: &mut dyn Driven, now: Instant, t: Transmit) {
         let i = t.server.index();
-        let bytes = self.request.get(..t.len).unwrap_or_default();
         let Some(conn) = self.conns.get_mut(i) else {
             op.lost(now, t.server, None);
             return;
         };
-        if conn.state != State::Ready {
-            // A release is delivered even to a server whose connection
-            // broke: it waits behind the new connection's handshake.
-            if t.release && conn.refused.get().is_none() && conn.hold(bytes) {
-                if conn.state == State::Down {
-                    self.start_connect(i, now, Some(op));
-                }
+        // A release is delivered even to a server whose connection broke
+        // (in its backoff, if it was reachable): it waits behind the new
+        // connection's handshake.
+        if t.release && conn.session.may_connect(now, true) {
+            self.start_connect(i, now, Some(&mut *op));
+        }
+        let serial = self.serial;
+        let Some(conn) = self.conns.get_mut(i) else {
+            return;
+        };
+        let bytes = self.request.get(..t.len).unwrap_or_default();
+        let refused = conn.session.refused();
+        // Room first, so that the session never awaits a request that was
+        // not queued. Behind a handshake there is room for one request,
+        // kept for a release (a platform decision, see the README): a
+        // `SET` held there would leave no room for the release that must
+        // follow it.
+        let room = match conn.session.state() {
+            State::Down => {
+                op.lost(now, t.server, refused);
                 return;
             }
-            op.lost(now, t.server, conn.refused.get());
+            State::Ready => {
+                conn.compact_out();
+                conn.fits(bytes.len())
+            }
+            State::Connecting | State::Handshake => t.release && conn.hold(bytes),
+        };
+        let queued = if room {
+            conn.session.push(now, serial, t.deadline)
+        } else if conn.session.is_ready() {
+            Err((serial, Close::Stuck))
+        } else {
+            // Not ready, and no room to wait behind the handshake.
+            op.lost(now, t.server, None);
             return;
-        }
-        conn.compact_out();
-        if !conn.queue(bytes) {
-            // Its output is full of what it has not read: it is stuck.
-            rl_log!(warn, "redlock: server {} is not reading; dropped", i);
-            let told = conn.owes_op();
-            self.fail(i, now, Fail::Broken, Some(&mut *op));
-            if !told {
-                op.lost(now, t.server, None);
+        };
+        match queued {
+            Ok(Queued::Write) => conn.queue(bytes),
+            Ok(Queued::Held) => {}
+            Err((_, why)) => {
+                // Its output or its queue is full of what it has not
+                // answered: it is stuck.
+                rl_log!(warn, "redlock: server {} is not reading; dropped", i);
+                if !self.fail(i, now, why, Some(&mut *op)) {
+                    op.lost(now, t.server, None);
+                }
             }
         }
     }
@@ -528,7 +553,7 @@ where
         let Some(conn) = self.conns.get_mut(i) else {
             return;
         };
-        if conn.state == State::Down || conn.out_sent >= conn.out_len {
+        if !conn.is_open() || conn.out_sent >= conn.out_len {
             return;
         }
         let mut broken = false;
@@ -554,7 +579,7 @@ where
         }
         if broken {
             rl_log!(warn, "redlock: server {} failed on write", i);
-            self.fail(i, now, Fail::Broken, op);
+            self.fail(i, now, Close::Io, op);
         } else {
             conn.compact_out();
         }
@@ -569,19 +594,19 @@ where
                 let Some(conn) = self.conns.get_mut(i) else {
                     break;
                 };
-                if matches!(conn.state, State::Down | State::Connecting) {
+                if matches!(conn.session.state(), State::Down | State::Connecting) {
                     break;
                 }
                 let free = conn.inbuf.get_mut(conn.filled..).unwrap_or_default();
                 let read = match self.net.socket(i) {
-                    None => Err(()),
+                    None => Err(Close::Io),
                     Some(mut s) => match s.read_ready() {
                         Ok(false) => break,
                         // A full buffer with a reply still incomplete: the
                         // reply is larger than this client takes.
-                        Ok(true) if free.is_empty() => Err(()),
-                        Ok(true) => s.read(free).map_err(|_| ()),
-                        Err(_) => Err(()),
+                        Ok(true) if free.is_empty() => Err(Close::BadReply),
+                        Ok(true) => s.read(free).map_err(|_| Close::Io),
+                        Err(_) => Err(Close::Io),
                     },
                 };
                 progressed = true;
@@ -592,8 +617,9 @@ where
                         conn.filled = conn.filled.saturating_add(n).min(IN);
                         self.dispatch(i, op.as_deref_mut(), now)
                     }
-                    // End of stream, an error, or a reply too large.
-                    _ => Err(Fail::Broken),
+                    // End of stream.
+                    Ok(_) => Err(Close::Io),
+                    Err(why) => Err(why),
                 };
                 if let Err(why) = result {
                     self.fail(i, now, why, op.as_deref_mut());
@@ -605,19 +631,21 @@ where
     }
 
     /// Parses every complete reply of connection `i` and hands each to the
-    /// operation, or to the core's judge of the handshake.
+    /// session, then to the operation it answers.
     #[inline(never)]
     fn dispatch(
         &mut self,
         i: usize,
         mut op: Option<&mut (dyn Driven + '_)>,
         now: Instant,
-    ) -> Result<(), Fail> {
+    ) -> Result<(), Close> {
         let server = ServerId(i as u8);
+        let serial = self.serial;
         let mut used = 0usize;
         let result = loop {
-            let Some(conn) = self.conns.get_mut(i) else {
-                break Err(Fail::Broken);
+            let (before, rest) = self.conns.split_at_mut(i.min(SERVERS));
+            let Some((conn, after)) = rest.split_first_mut() else {
+                break Err(Close::Io);
             };
             let input = conn.inbuf.get(used..conn.filled).unwrap_or_default();
             let (reply, len) = match self.parser.parse(input) {
@@ -629,79 +657,48 @@ where
                         "redlock: server {} sent a reply that does not parse",
                         i
                     );
-                    break Err(Fail::Broken);
+                    break Err(Close::BadReply);
                 }
             };
             used = used.saturating_add(len);
-            if reply.is_push() {
-                continue;
-            }
-            let plan = conn.plan;
-            let Some(next) = conn.owed.next(plan, conn.next_step) else {
-                rl_log!(warn, "redlock: server {} sent a reply for no request", i);
-                break Err(Fail::Broken);
+            // C3: another entry whose last handshake told the same `run_id`.
+            let twin = |id: &[u8]| {
+                let ids = before
+                    .iter()
+                    .map(|c| c.session.run_id())
+                    .chain(core::iter::once(&[][..]))
+                    .chain(after.iter().map(|c| c.session.run_id()));
+                handshake::twin_by_id(ids, i, id)
             };
-            let step = match next {
-                Expect::Stale => continue,
-                Expect::Op => {
-                    // With no operation running, it answers none.
-                    let taken = op
-                        .as_deref_mut()
-                        .is_some_and(|op| op.handle_reply(now, server, reply).is_ok());
-                    if !taken {
+            match conn.session.handle_reply(now, &reply, twin) {
+                Ok(Event::Reply(tag)) => {
+                    // A reply of an operation that ended is dropped; with
+                    // no operation running, it answers none.
+                    let Some(op) = op.as_deref_mut().filter(|_| tag == serial) else {
+                        continue;
+                    };
+                    if op.handle_reply(now, server, reply).is_err() {
                         rl_log!(
                             warn,
                             "redlock: server {} answered a request it was not sent",
                             i
                         );
-                        break Err(Fail::Broken);
-                    }
-                    continue;
-                }
-                Expect::Step(step) => step,
-            };
-            // Fail closed: any error to the handshake, and the server is not
-            // used until a later handshake passes.
-            match handshake::judge(step, &reply, plan) {
-                Ok(Verdict::Ok) => {}
-                Ok(Verdict::Info(info)) => {
-                    if let Some(started) = info.started(now) {
-                        conn.incarnation = Some(started);
-                        // A reconnect during an operation: the restart guard
-                        // judges the votes on this connection by it (C2).
-                        if let Some(op) = op.as_deref_mut() {
-                            op.set_incarnation(server, started);
-                        }
-                    }
-                    conn.run_id.clear();
-                    if let Some(id) = info.run_id {
-                        // Redis's are 40 characters: keep at most that many.
-                        let id = id.get(..RUN_ID_LEN).unwrap_or(id);
-                        let _ = conn.run_id.extend_from_slice(id);
-                    }
-                    // One process behind two entries must not vote twice.
-                    let twin = self.conns.get(i).and_then(|c| self.twin(i, &c.run_id));
-                    if let Some(twin) = twin {
-                        if let Some(conn) = self.conns.get_mut(i) {
-                            conn.run_id.clear();
-                        }
-                        break Err(Fail::Refused(SetupError::SameServer(twin)));
+                        break Err(Close::Unsolicited);
                     }
                 }
-                Err(why) => break Err(Fail::Refused(why)),
-            }
-            let Some(conn) = self.conns.get_mut(i) else {
-                break Err(Fail::Broken);
-            };
-            if conn.owed.judged >= conn.steps {
-                // Every step passed: the server may be used.
-                conn.state = State::Ready;
-                conn.ready_at = now;
-                conn.failures = 0;
-                conn.refused = Refusal::None;
-                // A release held behind the handshake goes out now.
-                conn.release_held();
-                rl_log!(debug, "redlock: server {} ready", i);
+                Ok(Event::Ready) => {
+                    // A release held behind the handshake goes out now,
+                    // judged by the new process (C2).
+                    conn.release_held();
+                    if let (Some(op), Some(started)) =
+                        (op.as_deref_mut(), conn.session.incarnation())
+                    {
+                        op.set_incarnation(server, started);
+                    }
+                    rl_log!(debug, "redlock: server {} ready", i);
+                }
+                Ok(_) => {}
+                Err(why) => break Err(why),
             }
         };
         if let Some(conn) = self.conns.get_mut(i) {
@@ -714,11 +711,6 @@ where
 
     fn creds_of(&self, i: usize) -> Credentials<'a> {
         self.creds.get(i).copied().unwrap_or_default()
-    }
-
-    /// C3: another entry whose last handshake told the same `run_id`.
-    fn twin(&self, i: usize, id: &[u8]) -> Option<ServerId> {
-        handshake::twin_by_id(self.conns.iter().map(|c| c.run_id.as_slice()), i, id)
     }
 }
 
@@ -740,8 +732,8 @@ fn confirmed(released: Released) -> Result<Released, Error> {
 mod tests {
     #![allow(clippy::indexing_slicing)]
     use super::*;
-    use crate::conn::encode_step;
     use redlock_core::handshake::Step;
+    use redlock_core::session::encode_step;
 
     #[test]
     fn command_len_is_the_encoded_size() {
@@ -773,7 +765,7 @@ mod tests {
             password: None,
             db: u32::MAX,
         };
-        let plan = plan(&creds, true);
+        let plan = creds.plan(true);
         for k in 0..handshake::step_count(plan) {
             let (step, script) = handshake::step_and_script(plan, k).unwrap();
             assert!(

@@ -14,8 +14,9 @@ mod net;
 pub use client::{Client, Lock, Options};
 pub use conn::Buffers;
 pub use error::Error;
-pub use net::{Clock, Credentials, Link, Network};
+pub use net::{Clock, Link, Network};
 pub use redlock_core;
+pub use redlock_core::session::Credentials;
 pub use redlock_core::{
     Config, Duration, FenceRepaired, Inspection, Instant, Released, Report, Retry, ServerId,
     ServerOutcome,

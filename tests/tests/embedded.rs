@@ -20,6 +20,7 @@ use redlock_embedded::{
 };
 use redlock_tests::embedded::{OsRng, StdClock, StdNet};
 use redlock_tests::fake::{CASES, Fake, unsolicited};
+use redlock_tests::proxy::{Fault, FaultProxy};
 use redlock_tests::{RedisServer, Value, fake_answer};
 
 type Embedded<const N: usize> = Client<'static, StdNet, StdClock, OsRng, N>;
@@ -681,4 +682,69 @@ fn a_server_restarted_during_an_acquisition_is_judged_by_its_new_process() {
     let err = got.expect_err("a restarted server's vote must not count");
     let report = err.report().unwrap();
     assert_ne!(report.get(ServerId(2)), Some(ServerOutcome::Ok), "{err}");
+}
+
+/// `n` servers, each behind a fault proxy: the servers, the proxies, and
+/// the proxies' addresses.
+fn proxied<const N: usize>() -> (Vec<RedisServer>, Vec<FaultProxy>, [SocketAddr; N]) {
+    let servers = start(N);
+    let proxies: Vec<FaultProxy> = servers
+        .iter()
+        .map(|s| FaultProxy::start(s.addr()).unwrap())
+        .collect();
+    let addrs = core::array::from_fn(|i| proxies[i].addr());
+    (servers, proxies, addrs)
+}
+
+#[test]
+fn a_request_lost_on_a_live_connection_costs_one_timeout_and_a_reconnect() {
+    // The session gives a connection up once a request on it went
+    // unanswered past its deadline: later replies would be taken for older
+    // requests (out of step).
+    let (servers, proxies, addrs) = proxied::<3>();
+    let mut c = client::<3>(addrs, config());
+    assert_eq!(c.connect(), 3);
+    let warm = c.lock(b"emb-warm", TTL).unwrap();
+    c.unlock(&warm).unwrap();
+    for p in &proxies {
+        p.set(Fault::Swallow(b"SET"));
+    }
+    let err = c.try_lock(b"emb-lost", TTL).unwrap_err();
+    assert!(matches!(err, Error::Unavailable(_)), "{err}");
+    for cycle in 0..20 {
+        let lock = c
+            .try_lock(b"emb-lost", TTL)
+            .unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
+        // (A lock is decided at its quorum; the third SET lands all the same.)
+        assert!(
+            lock.report().count(ServerOutcome::Ok) >= 2,
+            "cycle {cycle}: {lock:?}"
+        );
+        assert_eq!(c.unlock(&lock).unwrap().deleted(), 3, "cycle {cycle}");
+    }
+    assert_eq!(c.net_mut().connects, [2, 2, 2], "one reconnect each");
+    for s in &servers {
+        assert_eq!(get(s, b"emb-lost"), Value::Nil);
+    }
+}
+
+#[test]
+fn a_release_lost_on_a_live_connection_is_sent_again() {
+    let (servers, proxies, addrs) = proxied::<3>();
+    let mut c = client::<3>(addrs, config());
+    assert_eq!(c.connect(), 3);
+    let lock = c.lock(b"emb-lost-release", TTL).unwrap();
+    // Until every vote landed.
+    let deadline = std::time::Instant::now() + StdDuration::from_secs(5);
+    while holders(&servers, b"emb-lost-release", lock.token().as_bytes()) < 3 {
+        assert!(std::time::Instant::now() < deadline);
+        thread::sleep(StdDuration::from_millis(5));
+    }
+    proxies[0].set(Fault::Swallow(b"EVALSHA"));
+    let released = c.unlock(&lock).unwrap();
+    assert_eq!(released.deleted(), 3, "{released:?}");
+    for s in &servers {
+        assert_eq!(get(s, b"emb-lost-release"), Value::Nil);
+    }
+    assert_eq!(c.net_mut().connects, [2, 1, 1], "one reconnect");
 }

@@ -271,7 +271,8 @@ fn a_request_lost_on_a_live_connection_costs_one_timeout_and_a_reconnect() {
         let lock = c
             .lock(b"res", TTL)
             .unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
-        assert_eq!(lock.report().count(ServerOutcome::Ok), 3, "cycle {cycle}");
+        // (A lock is decided at its quorum; the third SET lands all the same.)
+        assert!(lock.report().count(ServerOutcome::Ok) >= 2, "cycle {cycle}");
         let released = c.unlock(&lock).unwrap();
         assert_eq!(released.deleted(), 3, "cycle {cycle}");
     }
@@ -292,7 +293,13 @@ fn a_release_lost_on_a_live_connection_is_sent_again() {
     c.unlock(&c.lock(b"warm", Duration::from_secs(5)).unwrap())
         .unwrap();
     let lock = c.lock(b"res", TTL).unwrap();
-    assert_eq!(lock.report().count(ServerOutcome::Ok), 3);
+    // Until every vote landed.
+    let token = Value::Bulk(lock.token().as_bytes().to_vec());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while setup.servers.iter().any(|s| get(s) != token) {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(5));
+    }
     setup.proxies[0].set(Fault::Swallow(b"EVALSHA"));
     let released = c.unlock(&lock).unwrap();
     assert_eq!(released.deleted(), 3, "{released:?}");
@@ -301,6 +308,6 @@ fn a_release_lost_on_a_live_connection_is_sent_again() {
     }
     // And the connection is usable again at once.
     let lock = c.lock(b"res", TTL).unwrap();
-    assert_eq!(lock.report().count(ServerOutcome::Ok), 3);
+    assert!(lock.report().count(ServerOutcome::Ok) >= 2);
     c.unlock(&lock).unwrap();
 }

@@ -1,10 +1,11 @@
-//! Connections: (re)connecting with backoff, writing the handshake, and
-//! closing a connection that failed, in the background of operations.
+//! Connections: what the core's sessions decide ((re)connects with backoff,
+//! the handshake, giving a connection up), carried out on the network in
+//! the background of operations.
 
-use redlock_core::{Duration, Instant, ServerId};
+use redlock_core::session::{Close, State};
+use redlock_core::{Instant, ServerId};
 
 use super::{Client, Driven};
-use crate::conn::{Fail, Refusal, State};
 use crate::net::{Clock, Link, Network};
 
 impl<N, C, G, const SERVERS: usize, const IN: usize, const OUT: usize>
@@ -14,44 +15,31 @@ where
     C: Clock,
     G: rand_core::TryCryptoRng,
 {
-    /// Closes connection `i`. An operation with requests on it learns that
-    /// they are lost (and, for a refused handshake, why).
+    /// Closes connection `i` because of `why`. The running operation, if
+    /// it had requests on it, learns that they are lost (and, for a refused
+    /// handshake, why): then `true`.
     pub(super) fn fail(
         &mut self,
         i: usize,
         now: Instant,
-        why: Fail,
+        why: Close,
         op: Option<&mut (dyn Driven + '_)>,
-    ) {
+    ) -> bool {
+        let serial = self.serial;
         let Some(conn) = self.conns.get_mut(i) else {
-            return;
+            return false;
         };
-        let owed = conn.owes_op();
-        // A connection that breaks soon after its handshake counts as a
-        // failed attempt (with backoff): a server that accepts and then
-        // drops every connection is not reconnected in a tight loop.
-        let flapping = conn.state == State::Ready
-            && now < conn.ready_at.saturating_add(self.options.connect_timeout);
-        let attempt = flapping || matches!(conn.state, State::Connecting | State::Handshake);
-        // An established connection that broke: reconnect at once.
-        let mut wait = Duration::ZERO;
-        if attempt {
-            conn.failures = conn.failures.saturating_add(1);
-            wait = conn.backoff(self.options.backoff_min, self.options.backoff_max);
-        }
-        conn.retry_at = now.saturating_add(wait);
-        let refused = match why {
-            Fail::Refused(e) => Some(e),
-            Fail::Broken => None,
-        };
-        if let Some(e) = refused {
-            conn.refused = Refusal::Some(e);
-            rl_log!(warn, "redlock: server {} not used: {}", i, e);
-        }
-        conn.reset();
+        let mut owed = false;
+        conn.session
+            .close(now, why, &self.options, |tag| owed |= tag == serial);
+        conn.clear_buffers();
         self.net.close(i);
-        if let Some(op) = op.filter(|_| owed) {
-            op.lost(now, ServerId(i as u8), refused);
+        match op.filter(|_| owed) {
+            Some(op) => {
+                op.lost(now, ServerId(i as u8), conn.session.refused());
+                true
+            }
+            None => false,
         }
     }
 
@@ -83,18 +71,20 @@ where
         let Some(conn) = self.conns.get_mut(i) else {
             return;
         };
-        conn.begin_connect(now.saturating_add(self.options.connect_timeout));
+        conn.clear_buffers();
+        conn.session.connecting(now, &self.options);
         if self.net.connect(i).is_err() {
-            self.fail(i, now, Fail::Broken, op);
+            self.fail(i, now, Close::Io, op);
         }
     }
 
-    /// Moves every connection one step, without waiting: a server down and
-    /// past its backoff starts connecting, a connect that finished starts
-    /// its handshake, the handshake is written as far as the buffer and
-    /// the socket take, and a connection past its deadline fails. Returns
-    /// the earliest deadline of a connection still being set up, and of one
-    /// on its first attempt since it last worked.
+    /// Moves every connection one step, without waiting: a connection the
+    /// stack saw close, or past its session's deadline, is given up; a
+    /// server down and past its backoff starts connecting, a connect that
+    /// finished starts its handshake, and the handshake is written as far
+    /// as the buffer and the socket take. Returns the earliest deadline of a
+    /// connection still being set up, and of one on its first attempt since
+    /// it last worked.
     pub(super) fn maintain(
         &mut self,
         now: Instant,
@@ -109,44 +99,43 @@ where
             let Some(conn) = self.conns.get_mut(i) else {
                 continue;
             };
-            match (conn.state, link) {
+            let state = conn.session.state();
+            match (state, link) {
                 // A connection the stack saw close.
-                (State::Ready, Link::Down) => {
-                    self.fail(i, now, Fail::Broken, op.as_deref_mut());
-                }
-                (State::Connecting | State::Handshake, _) if now >= conn.deadline => {
-                    rl_log!(warn, "redlock: server {} did not connect in time", i);
-                    self.fail(i, now, Fail::Broken, op.as_deref_mut());
+                (State::Connecting | State::Handshake | State::Ready, Link::Down) => {
+                    self.fail(i, now, Close::Io, op.as_deref_mut());
                     continue;
                 }
-                (State::Connecting | State::Handshake, Link::Down) => {
-                    self.fail(i, now, Fail::Broken, op.as_deref_mut());
-                    continue;
-                }
-                (State::Connecting, Link::Up) => conn.start_handshake(),
+                (State::Connecting, Link::Up) => conn.session.connected(now, &self.options),
                 _ => {}
             }
-            let Some(conn) = self.conns.get_mut(i) else {
+            if let Some(why) = conn.session.handle_timeout(now) {
+                if why == Close::ConnectTimeout {
+                    rl_log!(warn, "redlock: server {} did not connect in time", i);
+                }
+                self.fail(i, now, why, op.as_deref_mut());
                 continue;
-            };
-            if conn.state == State::Down && now >= conn.retry_at {
+            }
+            if conn.session.may_connect(now, false) {
                 self.start_connect(i, now, op.as_deref_mut());
             }
             let Some(conn) = self.conns.get_mut(i) else {
                 continue;
             };
-            if conn.state == State::Handshake {
+            if conn.session.state() == State::Handshake {
                 if conn.pump_handshake(&creds).is_err() {
-                    self.fail(i, now, Fail::Broken, op.as_deref_mut());
+                    self.fail(i, now, Close::Io, op.as_deref_mut());
                     continue;
                 }
                 self.flush(i, op.as_deref_mut(), now);
             }
             if let Some(conn) = self.conns.get(i) {
-                if matches!(conn.state, State::Connecting | State::Handshake) {
-                    waiting = earliest(waiting, conn.deadline);
-                    if conn.failures == 0 {
-                        fresh = earliest(fresh, conn.deadline);
+                if matches!(conn.session.state(), State::Connecting | State::Handshake) {
+                    if let Some(deadline) = conn.session.poll_timeout() {
+                        waiting = earliest(waiting, deadline);
+                        if conn.session.failures() == 0 {
+                            fresh = earliest(fresh, deadline);
+                        }
                     }
                 }
             }

@@ -3,32 +3,52 @@
 
 use super::*;
 
-/// What a reply on a connection answers.
+/// The tag of a request in a connection's session: the operation it is
+/// of, running in this slot with this serial.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Expect {
-    /// A handshake step, judged by the core.
-    Handshake(Step),
-    /// A request of the operation with this serial, running in this slot.
-    Op { slot: u16, serial: u64 },
+pub(super) struct Expect {
+    pub(super) slot: u16,
+    pub(super) serial: u64,
 }
 
-#[derive(Debug, PartialEq, Eq)]
-pub(super) enum ConnState {
-    /// Not connected; may connect from `retry_at` on.
-    Down { retry_at: StdInstant },
-    /// Non-blocking connect in progress since `since`.
-    Connecting { since: StdInstant },
-    /// Connected.
-    Up,
+/// The requests a session awaits: a growable queue, bounded at
+/// [`MAX_OUTSTANDING`] (the session gives a connection that owes more up:
+/// its server is stuck).
+#[derive(Debug, Default)]
+pub(super) struct Owed(pub(super) VecDeque<Entry<Expect>>);
+
+impl Queue<Expect> for Owed {
+    fn push_back(&mut self, entry: Entry<Expect>) -> Result<(), Entry<Expect>> {
+        if self.0.len() >= MAX_OUTSTANDING {
+            return Err(entry);
+        }
+        self.0.push_back(entry);
+        Ok(())
+    }
+    fn pop_front(&mut self) -> Option<Entry<Expect>> {
+        self.0.pop_front()
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn for_each_mut(&mut self, f: impl FnMut(&mut Entry<Expect>)) {
+        self.0.iter_mut().for_each(f);
+    }
+    fn for_each(&self, f: impl FnMut(&Entry<Expect>)) {
+        self.0.iter().for_each(f);
+    }
 }
 
-/// One server's connection. Its invariants (checked by
-/// [`Conn::check_invariants`]):
-/// - `held` is not empty only while the handshake runs (`handshake_left >
-///   0`) on a connection that is not down: nothing but the handshake is
-///   written before the core judged every handshake reply good;
-/// - `releases_held` only while `held` is not empty;
-/// - the first `handshake_left` entries of `expect` are handshake steps.
+/// A connection's session, as the core decides it.
+pub(super) type ConnSession = Session<Expect, Owed>;
+
+/// One server's connection: the socket and buffers the platform owns, and
+/// the core's session, which decides everything else. Its invariants
+/// (checked by [`Conn::check_invariants`]):
+/// - `held` is not empty only while the session is connecting or in its
+///   handshake: nothing but the handshake is written before the core judged
+///   every handshake reply good;
+/// - `releases_held` only while `held` is not empty.
 pub(super) struct Conn {
     pub(super) url: ServerUrl,
     pub(super) addrs: Vec<SocketAddr>,
@@ -47,38 +67,22 @@ pub(super) struct Conn {
     pub(super) stream: Option<Stream>,
     /// TLS (`rediss://`): the configuration and the name to check.
     pub(super) tls: Option<TlsTarget>,
-    pub(super) state: ConnState,
-    pub(super) failures: u32,
+    /// The core's session: state, handshake, the requests awaited, backoff.
+    pub(super) session: ConnSession,
     /// Bytes waiting to be written.
     pub(super) out: Vec<u8>,
     /// Bytes read are `inbuf[..filled]`; the rest is room for reading, kept
     /// initialised so that reads do not clear it each time.
     pub(super) inbuf: Vec<u8>,
     pub(super) filled: usize,
-    pub(super) expect: VecDeque<Expect>,
-    /// Handshake replies still awaited on this connection.
-    pub(super) handshake_left: usize,
-    /// When the handshake began (the connect completed): it must pass
-    /// within a connect timeout.
-    pub(super) handshake_since: StdInstant,
-    /// Requests queued while the handshake runs, written once it passed.
+    /// Requests the session holds behind the handshake, written once it
+    /// passed.
     pub(super) held: Vec<u8>,
     /// A release is among them: the last thread out waits for it.
     pub(super) releases_held: bool,
-    /// A release may reconnect at once, in the backoff: the server was
-    /// reachable when the connection last failed. Cleared when a connect
-    /// fails, so that a dead host costs a release's wait once, not every
-    /// call.
-    pub(super) urgent_ok: bool,
     pub(super) writable_interest: bool,
-    /// When the server's current incarnation began (core clock), from the
-    /// `INFO` of this connection's handshake.
-    pub(super) incarnation: Option<Instant>,
-    /// The server's `run_id` from its last handshake (its identity), kept
-    /// across reconnects until the next `INFO` says otherwise.
-    pub(super) run_id: Option<Vec<u8>>,
-    /// Why the server may not be used, since its last handshake failed
-    /// (with the server's own error text), until one passes.
+    /// The server's own error text from its last refused handshake, while
+    /// the session says it is refused for that reason.
     pub(super) refused: Option<(SetupError, String)>,
     /// Why the connection last failed, when more is known than that it
     /// failed (a TLS handshake without an answer, a TLS error after the
@@ -96,15 +100,14 @@ impl core::fmt::Debug for Conn {
         f.debug_struct("Conn")
             .field("url", &self.url)
             .field("addrs", &self.addrs)
-            .field("state", &self.state)
-            .field("failures", &self.failures)
+            .field("state", &self.session.state())
+            .field("failures", &self.session.failures())
             .field("out_len", &self.out.len())
             .field("held_len", &self.held.len())
             .field("filled", &self.filled)
-            .field("expect", &self.expect.len())
-            .field("handshake_left", &self.handshake_left)
-            .field("incarnation", &self.incarnation)
-            .field("refused", &self.refused.as_ref().map(|(why, _)| why))
+            .field("owed", &self.session.owed())
+            .field("incarnation", &self.session.incarnation())
+            .field("refused", &self.session.refused())
             .finish_non_exhaustive()
     }
 }
@@ -118,21 +121,26 @@ impl Conn {
         }
         debug_assert!(
             self.held.is_empty()
-                || (self.handshake_left > 0 && !matches!(self.state, ConnState::Down { .. })),
-            "requests held without a handshake running"
+                || matches!(
+                    self.session.state(),
+                    SessionState::Connecting | SessionState::Handshake
+                ),
+            "requests held without a handshake to come"
         );
         debug_assert!(!self.releases_held || !self.held.is_empty());
-        debug_assert!(
-            self.expect
-                .iter()
-                .take(self.handshake_left)
-                .all(|e| matches!(e, Expect::Handshake(_))),
-            "the handshake is not first"
-        );
     }
 }
 
 impl Conn {
+    /// The transport is up (TCP, and TLS): the handshake or requests go
+    /// out on it.
+    pub(super) fn is_up(&self) -> bool {
+        matches!(
+            self.session.state(),
+            SessionState::Handshake | SessionState::Ready
+        )
+    }
+
     /// Bytes wait to be written: requests, or TLS records the socket has
     /// not taken yet.
     pub(super) fn has_unwritten(&self) -> bool {
@@ -199,22 +207,21 @@ impl Conn {
         }
     }
 
-    /// Closes the connection after an error (it may reconnect after an
-    /// exponential backoff), with why the server is refused, if it is.
-    /// Returns the requests of operations it dropped, as `(slot, serial)`:
+    /// Closes the connection because of `why` (the session decides when it
+    /// may reconnect), with the server's text when it is refused. Calls
+    /// `lost` with the tag of each request of an operation it dropped:
     /// routing them to their operations is the caller's business.
-    #[must_use = "the operations whose requests were dropped must be told"]
     pub(super) fn fail(
         &mut self,
         registry: &Registry,
         config: &ConnConfig,
-        refused: Option<(SetupError, String)>,
-    ) -> impl Iterator<Item = (u16, u64)> + '_ {
+        now: Instant,
+        why: Close,
+        text: Option<String>,
+        lost: impl FnMut(Expect),
+    ) {
         if self.stream.is_some() {
-            log::warn!(
-                "redlock: closing the connection to {} after an error",
-                self.url
-            );
+            log::warn!("redlock: closing the connection to {} ({why})", self.url);
         }
         // C9: the TLS layer's own reason, when it is why the connection
         // failed. An alert from the server before the client's handshake passed
@@ -226,50 +233,40 @@ impl Conn {
         // again. (Failures during the TLS handshake itself are judged where
         // it runs, `progress_connects`.)
         let tls_failure = self.stream.as_mut().and_then(Stream::take_failure);
-        let refused = match (refused, tls_failure) {
-            (Some(r), _) => Some(r),
-            (None, Some(f)) if f.alert && self.handshake_left > 0 => {
+        let handshaking = self.session.state() == SessionState::Handshake;
+        let (why, text) = match (why, tls_failure) {
+            (Close::Refused(e), _) => (Close::Refused(e), text),
+            (_, Some(f)) if f.alert && handshaking => {
                 let text = format!("{}: {}", SetupError::Tls, f.text);
                 log::warn!("redlock: not using {}: {text}", self.url);
-                Some((SetupError::Tls, text))
+                (Close::Refused(SetupError::Tls), Some(text))
             }
-            (None, Some(f)) => {
+            (why, Some(f)) => {
                 let text = format!("{}: {}", SetupError::Tls, f.text);
                 log::warn!("redlock: {}: {text}", self.url);
                 self.failure_note = Some(text);
-                None
+                (why, None)
             }
-            (None, None) => None,
+            (why, None) => (why, None),
         };
         if let Some(mut s) = self.stream.take() {
             let _ = registry.deregister(s.tcp_mut());
         }
-        if self.state != ConnState::Up {
-            // This address did not take a connection: the next connect tries
-            // the next one; a release no longer reconnects at once.
+        if self.session.state() == SessionState::Connecting {
+            // This address did not take a connection: the next connect
+            // tries the next one.
             self.addr_next = self.addr_next.saturating_add(1);
-            self.urgent_ok = false;
         }
-        self.failures = self.failures.saturating_add(1);
-        let shift = self.failures.min(16) - 1;
-        let backoff = config
-            .backoff_min
-            .saturating_mul(1 << shift)
-            .min(config.backoff_max);
-        self.state = ConnState::Down {
-            retry_at: StdInstant::now() + backoff,
+        self.refused = match why {
+            Close::Refused(e) => Some((e, text.unwrap_or_else(|| e.to_string()))),
+            _ => None,
         };
+        self.session.close(now, why, &config.policy(), lost);
         self.out.clear();
         self.held.clear();
         self.releases_held = false;
         self.filled = 0;
-        self.handshake_left = 0;
         self.writable_interest = false;
-        self.refused = refused;
-        self.expect.drain(..).filter_map(|e| match e {
-            Expect::Op { slot, serial } => Some((slot, serial)),
-            Expect::Handshake(_) => None,
-        })
     }
 }
 

@@ -9,7 +9,7 @@ impl<J: Job> State<J> {
             .filter_map(|i| self.slots.get(i)?.deadline)
             .min()
             .map(|t| std_instant(epoch, t));
-        match (ops, self.connect_deadline()) {
+        match (ops, self.session_deadline()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -92,10 +92,6 @@ impl<J: Job> State<J> {
                 Err(_) => break,
             };
             let i = t.server.index();
-            if self.conns[i].expect.len() >= MAX_OUTSTANDING {
-                log::warn!("redlock: {} stopped answering", self.conns[i].url);
-                self.fail(i);
-            }
             // A release is delivered even to a server in its reconnect
             // backoff: a key left there would block everyone until its ttl.
             if !self.ensure_connecting(i, t.release) {
@@ -103,26 +99,36 @@ impl<J: Job> State<J> {
                 continue;
             }
             let conn = &mut self.conns[i];
-            // C1, fail closed: nothing but the handshake is written before the
-            // core judged every handshake reply good.
-            let queue = if conn.handshake_left > 0 {
-                conn.releases_held |= t.release;
-                &mut conn.held
-            } else {
-                // The operation is judged by the incarnation of the
-                // connection its request goes on (another call may have
-                // reconnected since the operation began). Behind a
-                // handshake, its INFO tells it.
-                if let Some(started) = conn.incarnation {
-                    op.set_incarnation(t.server, started);
-                }
-                &mut conn.out
-            };
-            queue.extend_from_slice(&self.scratch[..t.len]);
-            conn.expect.push_back(Expect::Op {
+            let tag = Expect {
                 slot: slot as u16,
                 serial,
-            });
+            };
+            let bytes = &self.scratch[..t.len];
+            match conn.session.push(now, tag, t.deadline) {
+                Ok(Queued::Write) => {
+                    // The operation is judged by the incarnation of the
+                    // connection its request goes on (another call may
+                    // have reconnected since the operation began).
+                    if let Some(started) = conn.session.incarnation() {
+                        op.set_incarnation(t.server, started);
+                    }
+                    conn.out.extend_from_slice(bytes);
+                }
+                // C1, fail closed: nothing but the handshake is written
+                // before the core judged every handshake reply good.
+                // Behind it, its INFO tells the operation the incarnation.
+                Ok(Queued::Held) => {
+                    conn.releases_held |= t.release;
+                    conn.held.extend_from_slice(bytes);
+                }
+                Err((_, why)) => {
+                    if why == Close::Stuck {
+                        log::warn!("redlock: {} stopped answering", conn.url);
+                        self.fail_because(i, why, None);
+                    }
+                    self.tell_down(op, i, now);
+                }
+            }
         }
     }
 }

@@ -372,6 +372,8 @@ impl<J: Job> Transport<J> {
         let now = self.now();
         st.progress_connects();
         st.read_ready(ready, now);
+        // The sessions' deadlines before the operations' (same `now`).
+        st.expire_sessions(now);
         st.pump_all(now);
         st.flush_all();
         st.check_leadership();

@@ -77,9 +77,13 @@ use core::time::Duration as StdDuration;
 
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Registry, Token};
-use redlock_core::handshake::{self, Plan, SetupError, Step, Verdict};
-use redlock_core::redlock_resp::{EncodeError, Limits, Parser, Reply, Status, encode};
-use redlock_core::{Instant, Operation, ServerId, Servers};
+use redlock_core::handshake::{self, SetupError};
+use redlock_core::redlock_resp::{EncodeError, Limits, Parser, Reply, Status};
+use redlock_core::session::{
+    Close, Credentials, Entry, Event, Policy, Queue, Queued, Session, State as SessionState,
+    encode_step,
+};
+use redlock_core::{Duration as CoreDuration, Instant, Operation, ServerId, Servers};
 
 use crate::url::ServerUrl;
 
@@ -120,6 +124,19 @@ pub(crate) struct ConnConfig {
     pub(crate) delivery_grace: StdDuration,
 }
 
+impl ConnConfig {
+    /// The core's session policy for these tunables.
+    pub(crate) fn policy(&self) -> Policy {
+        let d =
+            |t: StdDuration| CoreDuration::from_micros(t.as_micros().min(u64::MAX.into()) as u64);
+        Policy {
+            connect_timeout: d(self.connect_timeout),
+            backoff_min: d(self.backoff_min),
+            backoff_max: d(self.backoff_max),
+        }
+    }
+}
+
 /// Everything behind the state lock.
 #[derive(Debug)]
 struct State<J: Job> {
@@ -139,6 +156,8 @@ struct State<J: Job> {
     /// [`Transport`], which reads it without the lock.
     resolve_wanted: Arc<AtomicU16>,
     config: ConnConfig,
+    /// The origin of the core's clock (see [`Transport::epoch`]).
+    epoch: StdInstant,
 }
 
 #[derive(Debug)]
@@ -267,21 +286,17 @@ impl<J: Job> Transport<J> {
                 addr_next: 0,
                 stream: None,
                 tls: tls.clone(),
-                state: ConnState::Down { retry_at: now },
-                failures: 0,
+                session: Session::new(
+                    credentials(url).plan(config.info_required),
+                    Owed(VecDeque::with_capacity(16)),
+                ),
                 out: Vec::with_capacity(1024),
                 // Room for a chunk read behind a partial reply without growing.
                 inbuf: vec![0u8; 2 * READ_CHUNK],
                 filled: 0,
-                expect: VecDeque::with_capacity(16),
-                handshake_left: 0,
-                handshake_since: now,
                 held: Vec::new(),
                 releases_held: false,
-                urgent_ok: true,
                 writable_interest: false,
-                incarnation: None,
-                run_id: None,
                 refused: None,
                 failure_note: None,
             })
@@ -312,6 +327,7 @@ impl<J: Job> Transport<J> {
             lead: Leadership::default(),
             resolve_wanted: resolve_wanted.clone(),
             config,
+            epoch: now,
         };
         Ok(Transport {
             state: Mutex::new(state),
@@ -386,12 +402,6 @@ impl<J: Job> Transport<J> {
                     // Adopted by the next connect that has tried every
                     // address, where the duplicate check sees it first.
                     conn.looked_up = Some(addrs);
-                    if let ConnState::Down { retry_at } = &mut conn.state {
-                        if conn.addrs.is_empty() {
-                            // It was down for want of an address: try now.
-                            *retry_at = StdInstant::now();
-                        }
-                    }
                 }
                 Err(e) => log::warn!("redlock: cannot resolve {}: {e}", conn.url),
             }
@@ -430,7 +440,7 @@ impl<J: Job> Transport<J> {
             redlock_core::ServerOutcome::Setup(why) => conn
                 .refused
                 .as_ref()
-                .filter(|(now, _)| *now == why)
+                .filter(|(now, _)| *now == why && conn.session.refused() == Some(why))
                 .map(|(_, text)| text.clone()),
             redlock_core::ServerOutcome::ConnectionError => conn.failure_note.clone(),
             _ => None,
@@ -450,11 +460,20 @@ impl<J: Job> Transport<J> {
     pub(crate) fn servers(&self, mut base: Servers) -> Servers {
         let st = self.lock();
         for (i, c) in st.conns.iter().enumerate() {
-            if let Some(started) = c.incarnation {
+            if let Some(started) = c.session.incarnation() {
                 base.set_incarnation(ServerId(i as u8), started);
             }
         }
         base
+    }
+}
+
+/// The handshake's view of `url`'s credentials.
+pub(super) fn credentials(url: &ServerUrl) -> Credentials<'_> {
+    Credentials {
+        user: url.user.as_deref().map(str::as_bytes),
+        password: url.password.as_ref().map(|p| p.expose()),
+        db: url.db,
     }
 }
 

@@ -4,45 +4,19 @@
 use super::*;
 
 impl Conn {
-    /// Resets the connection's buffers for a new connection and queues the
-    /// handshake the core plans (C1): `AUTH`, `SELECT`, `SCRIPT LOAD` of
-    /// every script, `INFO server`. Requests queued after it are held until
-    /// every reply was judged good.
-    pub(super) fn start_handshake(&mut self, info_required: bool) {
+    /// The transport is up: the handshake the core's session plans (C1:
+    /// `AUTH`, `SELECT`, `SCRIPT LOAD` of every script, `INFO server`) is
+    /// written first. Requests the session holds wait until every reply was
+    /// judged good.
+    pub(super) fn start_handshake(&mut self, now: Instant, config: &ConnConfig) {
+        self.session.connected(now, &config.policy());
         self.out.clear();
-        self.held.clear();
-        self.releases_held = false;
         self.filled = 0;
-        self.expect.clear();
-        // A new connection may be a new incarnation: known again once its
-        // INFO is read.
-        self.incarnation = None;
-        let url = &self.url;
-        let plan = Plan {
-            auth: url.password.is_some(),
-            select: url.db != 0,
-            info_required,
-        };
-        for k in 0..handshake::step_count(plan) {
-            let Some((step, script)) = handshake::step_and_script(plan, k) else {
-                break;
-            };
-            let source = script.map_or("", |s| s.source);
-            encode_growing(&mut self.out, |b| match step {
-                Step::Auth => {
-                    let pw = url.password.as_ref().map_or(&[][..], |p| p.expose());
-                    match &url.user {
-                        Some(user) => encode::auth_user(b, user.as_bytes(), pw),
-                        None => encode::auth(b, pw),
-                    }
-                }
-                Step::Select => encode::select(b, u64::from(url.db)),
-                Step::ScriptLoad => encode::script_load(b, source.as_bytes()),
-                _ => encode::info(b, Some(b"server")),
-            });
-            self.expect.push_back(Expect::Handshake(step));
+        let creds = credentials(&self.url);
+        while let Some((step, script)) = self.session.poll_step() {
+            encode_growing(&mut self.out, |b| encode_step(b, step, script, &creds));
+            self.session.step_written();
         }
-        self.handshake_left = self.expect.len();
     }
 }
 

@@ -5,6 +5,7 @@
 use super::*;
 use alloc::sync::Arc;
 use core::cell::Cell;
+use redlock_core::handshake::Step;
 use redlock_core::redlock_resp::Reply;
 use redlock_core::{Transmit, Unsolicited};
 use std::net::TcpListener;
@@ -88,6 +89,8 @@ impl Operation for TestOp {
             len: PING.len(),
             // As the releases of a failed acquisition are.
             release: self.fire_and_forget,
+            // Awaited until the operation is decided at `until`.
+            deadline: self.until.unwrap_or(Instant::from_micros(u64::MAX)),
         }))
     }
     fn handle_reply(&mut self, _: Instant, _: ServerId, _: Reply<'_>) -> Result<(), Unsolicited> {
@@ -695,6 +698,9 @@ fn debug_never_shows_the_auth_bytes() {
     let t = Transport::<TestOp>::new(&[url], config()).unwrap();
     let mut st = t.lock();
     assert!(st.ensure_connecting(0, false));
+    // As once the connect completes: the handshake is queued.
+    let (now, config) = (st.now(), st.config);
+    st.conns[0].start_handshake(now, &config);
     assert!(st.conns[0].out.windows(6).any(|w| w == b"sekret"));
     let shown = format!("{:?} {:?}", *st, st.conns[0]);
     assert!(!shown.contains("sekret"), "{shown}");
@@ -750,7 +756,7 @@ fn a_lookup_landing_during_a_connect_is_checked_before_use() {
         // The old connect fails: no address of the old list is left, and
         // the new list is not used here.
         st.fail_connect(0);
-        assert!(matches!(st.conns[0].state, ConnState::Down { .. }));
+        assert_eq!(st.conns[0].session.state(), SessionState::Down);
     }
     std::thread::sleep(StdDuration::from_millis(50)); // past the backoff
     assert_eq!(t.run(TestOp::ping(&t, 2_000)), 1, "not used");

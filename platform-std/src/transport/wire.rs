@@ -1,36 +1,38 @@
 //! Moving bytes: connects, the handshake, writes, reads, and the replies
-//! handed to the operations or to the core's judge of the handshake.
+//! handed to the core's sessions and on to the operations they answer.
 
 use super::*;
 
 impl<J: Job> State<J> {
+    /// The core's clock now.
+    pub(super) fn now(&self) -> Instant {
+        core_instant(self.epoch, StdInstant::now())
+    }
+
     /// Tells `op` that server `i` is down: refused (its handshake failed,
     /// or it is a duplicate), or its connection failed.
     pub(super) fn tell_down(&self, op: &mut J, i: usize, now: Instant) {
         let server = ServerId(i as u8);
-        match self.conns.get(i).and_then(|c| c.refused.as_ref()) {
-            Some((why, _)) => op.handle_setup_error(now, server, *why),
+        match self.conns.get(i).and_then(|c| c.session.refused()) {
+            Some(why) => op.handle_setup_error(now, server, why),
             None => op.handle_connection_error(now, server),
         }
     }
 
     /// Makes sure server `i` is connected or connecting (starting a connect,
-    /// with its handshake queued, if allowed; `urgent` ignores the reconnect
-    /// backoff). False if it is down and may not be retried yet, or the
-    /// connect failed at once.
+    /// if its session allows; `urgent` is a release, which may skip the
+    /// reconnect backoff). False if it is down and may not be retried yet,
+    /// or the connect failed at once.
     pub(super) fn ensure_connecting(&mut self, i: usize, urgent: bool) -> bool {
-        let now = StdInstant::now();
-        match self.conns[i].state {
-            ConnState::Up | ConnState::Connecting { .. } => return true,
-            // A refused server waits for its backoff whatever the request
-            // (no AUTH storm), and so does one whose last connect failed.
-            ConnState::Down { retry_at }
-                if now < retry_at
-                    && !(urgent && self.conns[i].urgent_ok && self.conns[i].refused.is_none()) =>
-            {
-                return false;
-            }
-            ConnState::Down { .. } => {}
+        let now = self.now();
+        let session = &self.conns[i].session;
+        if session.state() != SessionState::Down {
+            return true;
+        }
+        // A refused server waits for its backoff whatever the request
+        // (no AUTH storm), and so does one whose last connect failed.
+        if !session.may_connect(now, urgent) {
+            return false;
         }
         match self.connect(i) {
             Ok(()) => {
@@ -46,15 +48,20 @@ impl<J: Job> State<J> {
             }
             Err(ConnectError::Refused(why, text)) => {
                 log::warn!("redlock: not using {}: {text}", self.conns[i].url);
-                self.fail_because(i, Some((why, text)));
+                self.fail_because(i, Close::Refused(why), Some(text));
                 false
             }
         }
     }
 
     pub(super) fn connect(&mut self, i: usize) -> Result<(), ConnectError> {
+        let now = self.now();
+        let policy = self.config.policy();
         let conn = &mut self.conns[i];
         conn.failure_note = None;
+        // The session is connecting from here on (a failure below closes
+        // it as a failed attempt).
+        conn.session.connecting(now, &policy);
         if conn.addr_next >= conn.addrs.len() {
             conn.addr_next = 0;
             // Every address was tried. A lookup done since (by a call, before
@@ -108,25 +115,20 @@ impl<J: Job> State<J> {
             ));
         }
         let conn = &mut self.conns[i];
-        if conn.addrs.is_empty() {
-            return Err(io::Error::new(io::ErrorKind::NotFound, "no address").into());
-        }
         if !open_stream(conn, &self.registry, Token(i)) {
             return Err(io::Error::other("no address took a connection").into());
         }
-        let conn = &mut self.conns[i];
-        conn.state = ConnState::Connecting {
-            since: StdInstant::now(),
-        };
-        // The handshake goes first on the new connection, as the core plans it.
-        conn.start_handshake(self.config.info_required);
+        conn.out.clear();
+        conn.filled = 0;
         Ok(())
     }
 
     /// A connect that failed moves on to the host's next address at once,
-    /// with the handshake and the requests queued behind it (nothing was
-    /// written yet); with no address left, the connection fails.
+    /// with the requests held behind the handshake (nothing was written
+    /// yet); with no address left, the connection fails.
     pub(super) fn fail_connect(&mut self, i: usize) {
+        let now = self.now();
+        let policy = self.config.policy();
         let conn = &mut self.conns[i];
         if let Some(mut s) = conn.stream.take() {
             let _ = self.registry.deregister(s.tcp_mut());
@@ -134,25 +136,24 @@ impl<J: Job> State<J> {
         conn.addr_next = conn.addr_next.saturating_add(1);
         if open_stream(conn, &self.registry, Token(i)) {
             log::debug!("redlock: connecting to the next address of {}", conn.url);
-            conn.state = ConnState::Connecting {
-                since: StdInstant::now(),
-            };
+            conn.session.connecting(now, &policy);
         } else {
             self.fail(i);
         }
     }
 
-    /// Closes server `i`'s connection after an error; it may reconnect after
-    /// an exponential backoff. Every operation with requests on it is told
+    /// Closes server `i`'s connection after an error; the session decides
+    /// when it may reconnect. Every operation with requests on it is told
     /// (at its next pump).
     pub(super) fn fail(&mut self, i: usize) {
-        self.fail_because(i, None);
+        self.fail_because(i, Close::Io, None);
     }
 
-    /// [`fail`](State::fail), with why the server is refused (its handshake
-    /// failed, with the server's text), if it is. The connection reports
-    /// the requests it dropped; their operations are told here.
-    pub(super) fn fail_because(&mut self, i: usize, refused: Option<(SetupError, String)>) {
+    /// [`fail`](State::fail), because of `why` (with the server's text for
+    /// a refusal). The session reports the requests it dropped; their
+    /// operations are told here.
+    pub(super) fn fail_because(&mut self, i: usize, why: Close, text: Option<String>) {
+        let now = self.now();
         let State {
             conns,
             slots,
@@ -163,13 +164,20 @@ impl<J: Job> State<J> {
         let Some(conn) = conns.get_mut(i) else {
             return;
         };
-        for (slot, serial) in conn.fail(registry, config, refused) {
-            if let Some(s) = slots.get_mut(usize::from(slot)) {
-                if s.serial == serial {
-                    s.conn_errors |= 1u16.checked_shl(i as u32).unwrap_or(0);
+        conn.fail(
+            registry,
+            config,
+            now,
+            why,
+            text,
+            |Expect { slot, serial }| {
+                if let Some(s) = slots.get_mut(usize::from(slot)) {
+                    if s.serial == serial {
+                        s.conn_errors |= 1u16.checked_shl(i as u32).unwrap_or(0);
+                    }
                 }
-            }
-        }
+            },
+        );
     }
 
     /// What the last thread out must still write: bytes on a connection
@@ -179,11 +187,7 @@ impl<J: Job> State<J> {
     /// what a stalled one holds goes out with a later call, in order, so a
     /// release still follows its `SET`).
     pub(super) fn unwritten(&self) -> Unwritten {
-        if self
-            .conns
-            .iter()
-            .any(|c| c.state == ConnState::Up && c.has_unwritten())
-        {
+        if self.conns.iter().any(|c| c.is_up() && c.has_unwritten()) {
             Unwritten::Blocked
         } else if self.conns.iter().any(|c| c.releases_held) {
             Unwritten::Release
@@ -209,47 +213,56 @@ impl<J: Job> State<J> {
 
     pub(super) fn flush_all(&mut self) {
         for i in 0..self.conns.len() {
-            if self.conns[i].state == ConnState::Up
-                && self.conns[i].has_unwritten()
-                && self.flush(i).is_err()
-            {
+            if self.conns[i].is_up() && self.conns[i].has_unwritten() && self.flush(i).is_err() {
                 self.fail(i);
             }
         }
     }
 
-    /// The earliest connect timeout of a connect in progress.
-    pub(super) fn connect_deadline(&self) -> Option<StdInstant> {
+    /// The earliest time a session wants to be asked again: a connect or a
+    /// handshake past its timeout, a request unanswered past its deadline.
+    pub(super) fn session_deadline(&self) -> Option<StdInstant> {
         self.conns
             .iter()
-            .filter_map(|c| match c.state {
-                ConnState::Connecting { since } => Some(since + self.config.connect_timeout),
-                ConnState::Up if c.handshake_left > 0 => {
-                    Some(c.handshake_since + self.config.connect_timeout)
-                }
-                _ => None,
-            })
+            .filter_map(|c| c.session.poll_timeout())
             .min()
+            .map(|t| std_instant(self.epoch, t))
     }
 
-    /// Finishes non-blocking connects (`take_error`, `peer_addr`), and
-    /// fails those past the connect timeout, and handshakes that did not
-    /// pass within a connect timeout (a server that takes connections but
-    /// does not answer).
-    pub(super) fn progress_connects(&mut self) {
+    /// Gives up the connections whose session says so at `now` (a handshake
+    /// that did not pass in time, a request unanswered past its deadline:
+    /// the stream may have lost it and be out of step). Called after the
+    /// replies that arrived were read, and before the operations check
+    /// their own deadlines at the same `now`: an operation learns that its
+    /// connection was given up first, so that a release on it is sent
+    /// again on the next connection.
+    pub(super) fn expire_sessions(&mut self, now: Instant) {
         for i in 0..self.conns.len() {
-            let conn = &self.conns[i];
-            if conn.state == ConnState::Up
-                && conn.handshake_left > 0
-                && StdInstant::now() >= conn.handshake_since + self.config.connect_timeout
-            {
-                log::warn!("redlock: {} did not answer its handshake in time", conn.url);
-                self.fail(i);
+            if !self.conns[i].is_up() {
                 continue;
             }
-            let ConnState::Connecting { since } = self.conns[i].state else {
+            if let Some(why) = self.conns[i].session.handle_timeout(now) {
+                match why {
+                    Close::ConnectTimeout => log::warn!(
+                        "redlock: {} did not answer its handshake in time",
+                        self.conns[i].url
+                    ),
+                    why => log::warn!("redlock: {}: {why}", self.conns[i].url),
+                }
+                self.fail_because(i, why, None);
+            }
+        }
+    }
+
+    /// Finishes non-blocking connects (`take_error`, `peer_addr`), moves
+    /// those past the connect timeout to the next address, and starts the
+    /// handshake of those that came up.
+    pub(super) fn progress_connects(&mut self) {
+        for i in 0..self.conns.len() {
+            if self.conns[i].session.state() != SessionState::Connecting {
                 continue;
-            };
+            }
+            let now = self.now();
             let stream = self.conns[i].stream.as_ref();
             let done = match stream.map(|s| (s.connected(), s.tcp())) {
                 // Connected, in its TLS handshake: the socket's errors are
@@ -279,7 +292,7 @@ impl<J: Job> State<J> {
                             Some(f) => {
                                 let text = format!("{}: {}", SetupError::Tls, f.text);
                                 log::warn!("redlock: not using {}: {text}", self.conns[i].url);
-                                self.fail_because(i, Some((SetupError::Tls, text)));
+                                self.fail_because(i, Close::Refused(SetupError::Tls), Some(text));
                                 continue;
                             }
                             // Closed or reset mid-handshake: a connection
@@ -298,19 +311,21 @@ impl<J: Job> State<J> {
             };
             match ready {
                 Some(true) => {
+                    let config = self.config;
                     let conn = &mut self.conns[i];
                     log::debug!("redlock: connected to {}", conn.url);
-                    conn.state = ConnState::Up;
                     // (What an earlier address or attempt failed with is
                     // no longer why.)
                     conn.failure_note = None;
-                    conn.handshake_since = StdInstant::now();
+                    // The handshake goes first on the new connection, as
+                    // the core plans it.
+                    conn.start_handshake(now, &config);
                     if self.flush(i).is_err() {
                         self.fail(i);
                     }
                 }
                 Some(false) => self.fail_connect(i),
-                None if StdInstant::now() >= since + self.config.connect_timeout => {
+                None if self.conns[i].session.handle_timeout(now).is_some() => {
                     let conn = &mut self.conns[i];
                     if conn.stream.as_ref().is_some_and(Stream::connected) {
                         // (A connection error, not a refusal: a server that
@@ -336,7 +351,7 @@ impl<J: Job> State<J> {
         for i in 0..self.conns.len() {
             // Only sockets the poll reported: each is read until WouldBlock
             // (mio is edge-triggered), the others would read nothing.
-            if self.conns[i].state != ConnState::Up || ready & bit(i) == 0 {
+            if !self.conns[i].is_up() || ready & bit(i) == 0 {
                 continue;
             }
             loop {
@@ -344,8 +359,8 @@ impl<J: Job> State<J> {
                 // Parse what arrived, even before an error, then close on error.
                 let before = self.conns[i].filled;
                 let routed = self.dispatch(i, now);
-                if let Err(refused) = routed {
-                    self.fail_because(i, refused);
+                if let Err((why, text)) = routed {
+                    self.fail_because(i, why, text);
                     break;
                 }
                 if read.is_err() {
@@ -363,7 +378,7 @@ impl<J: Job> State<J> {
                         "redlock: {} sent a reply over the size limit",
                         self.conns[i].url
                     );
-                    self.fail(i);
+                    self.fail_because(i, Close::BadReply, None);
                     break;
                 }
             }
@@ -371,27 +386,20 @@ impl<J: Job> State<J> {
     }
 
     /// Parses every complete reply on connection `i` and hands each to the
-    /// operation it answers, or to the core's judge of the handshake. `Err`
-    /// when the connection must be closed: the stream is out of step or
-    /// does not parse (`None`), or the handshake failed (why, with the
-    /// server's text).
+    /// connection's session, then to the operation it answers. `Err` when
+    /// the connection must be closed, with why (and the server's text for a
+    /// refused handshake).
     pub(super) fn dispatch(
         &mut self,
         i: usize,
         now: Instant,
-    ) -> Result<(), Option<(SetupError, String)>> {
+    ) -> Result<(), (Close, Option<String>)> {
         let State {
             conns,
             parser,
             slots,
-            config,
             ..
         } = self;
-        let plan = Plan {
-            auth: false,
-            select: false,
-            info_required: config.info_required,
-        };
         let (before, rest) = conns.split_at_mut(i);
         let Some((conn, after)) = rest.split_first_mut() else {
             return Ok(());
@@ -405,20 +413,23 @@ impl<J: Job> State<J> {
                 Ok(Status::Incomplete) => break Ok(()),
                 Err(e) => {
                     log::warn!("redlock: bad reply from {}: {e}", conn.url);
-                    break Err(None);
+                    break Err((Close::BadReply, None));
                 }
             };
             used_total += used;
-            if reply.is_push() {
-                continue;
-            }
-            let Some(expect) = conn.expect.pop_front() else {
-                // A reply for no request: the stream is out of step.
-                log::warn!("redlock: {} sent a reply for no request", conn.url);
-                break Err(None);
+            // C3: one process behind two entries (another name, a proxy)
+            // must not vote twice: against every entry's last known run_id,
+            // whatever the state of its connection (a restart changes it).
+            let twin = |id: &[u8]| {
+                let ids = before
+                    .iter()
+                    .map(|c| c.session.run_id())
+                    .chain(core::iter::once(&[][..]))
+                    .chain(after.iter().map(|c| c.session.run_id()));
+                handshake::twin_by_id(ids, i, id)
             };
-            let step = match expect {
-                Expect::Op { slot, serial } => {
+            match conn.session.handle_reply(now, &reply, twin) {
+                Ok(Event::Reply(Expect { slot, serial })) => {
                     // Else: a reply to an operation that is done already.
                     let Some(s) = slots.get_mut(usize::from(slot)) else {
                         continue;
@@ -429,87 +440,56 @@ impl<J: Job> State<J> {
                     if let Some(Err(_)) = s.call(|op| op.handle_reply(now, server, reply)) {
                         // The operation had asked this server nothing.
                         log::warn!("redlock: {} answered a request it was not sent", conn.url);
-                        break Err(None);
+                        break Err((Close::Unsolicited, None));
                     }
-                    continue;
                 }
-                Expect::Handshake(step) => {
-                    conn.handshake_left = conn.handshake_left.saturating_sub(1);
-                    step
+                Ok(Event::Ready) => {
+                    // Every step passed: the requests held behind it go
+                    // out, their operations told the incarnation first.
+                    conn.refused = None;
+                    conn.failure_note = None;
+                    conn.releases_held = false;
+                    if let Some(started) = conn.session.incarnation() {
+                        conn.session.for_each_owed(|&Expect { slot, serial }| {
+                            if let Some(s) = slots.get_mut(usize::from(slot)) {
+                                if s.serial == serial {
+                                    s.call(|op| op.set_incarnation(server, started));
+                                }
+                            }
+                        });
+                    }
+                    let held = core::mem::take(&mut conn.held);
+                    conn.out.extend_from_slice(&held);
+                    conn.held = held;
+                    conn.held.clear();
                 }
-            };
-            // Fail closed: any error to the handshake, and the server is
-            // not used until a later handshake passes.
-            let info = match handshake::judge(step, &reply, plan) {
-                Ok(Verdict::Ok) => None,
-                Ok(Verdict::Info(info)) => Some(info),
-                Err(why) => {
-                    let password = conn.url.password.as_ref().map(|p| p.expose());
-                    let text = refusal_text(why, &reply, password);
-                    log::warn!("redlock: not using {}: {text}", conn.url);
-                    break Err(Some((why, text)));
-                }
-            };
-            if let Some(info) = info {
-                if let Some(id) = info.run_id {
-                    // One process behind two entries (another name, a proxy)
-                    // must not vote twice.
-                    // Against every entry's last known run_id, whatever the
-                    // state of its connection (a restart changes it).
-                    let ids: Vec<&[u8]> = before
-                        .iter()
-                        .map(|c| c.run_id.as_deref().unwrap_or_default())
-                        .chain(core::iter::once(id))
-                        .chain(
-                            after
-                                .iter()
-                                .map(|c| c.run_id.as_deref().unwrap_or_default()),
-                        )
-                        .collect();
-                    let lists: Vec<&[&[u8]]> = ids
-                        .iter()
-                        .map(|id| {
-                            if id.is_empty() {
-                                &[][..]
+                Ok(_) => {}
+                Err(Close::Refused(why)) => {
+                    // Fail closed: any error to the handshake, and the
+                    // server is not used until a later handshake passes.
+                    let text = match why {
+                        SetupError::SameServer(k) => {
+                            let k = k.index();
+                            let twin = if k < i {
+                                before.get(k)
                             } else {
-                                core::slice::from_ref(id)
-                            }
-                        })
-                        .collect();
-                    let twin = handshake::twin_of(&lists, i).map(ServerId::index);
-                    if let Some(k) = twin {
-                        let twin = if k < i { &before[k] } else { &after[k - i - 1] };
-                        let text = format!("the same server (run_id) as {}", twin.url.address());
-                        break Err(Some((SetupError::SameServer(ServerId(k as u8)), text)));
-                    }
-                    conn.run_id = Some(id.to_vec());
-                }
-                if let Some(started) = info.started(now) {
-                    conn.incarnation = Some(started);
-                    // The operations with requests behind it learn it first.
-                    for e in &conn.expect {
-                        let Expect::Op { slot, serial } = *e else {
-                            continue;
-                        };
-                        if let Some(s) = slots.get_mut(usize::from(slot)) {
-                            if s.serial == serial {
-                                s.call(|op| op.set_incarnation(server, started));
-                            }
+                                after.get(k - i - 1)
+                            };
+                            let other = twin.map(|c| c.url.address()).unwrap_or_default();
+                            format!("the same server (run_id) as {other}")
                         }
-                    }
+                        why => {
+                            let password = conn.url.password.as_ref().map(|p| p.expose());
+                            refusal_text(why, &reply, password)
+                        }
+                    };
+                    log::warn!("redlock: not using {}: {text}", conn.url);
+                    break Err((Close::Refused(why), Some(text)));
                 }
-            }
-            if conn.handshake_left == 0 {
-                // Every step passed: the requests held behind it go out.
-                conn.failures = 0;
-                conn.refused = None;
-                conn.failure_note = None;
-                conn.urgent_ok = true;
-                conn.releases_held = false;
-                let held = core::mem::take(&mut conn.held);
-                conn.out.extend_from_slice(&held);
-                conn.held = held;
-                conn.held.clear();
+                Err(why) => {
+                    log::warn!("redlock: {}: {why}", conn.url);
+                    break Err((why, None));
+                }
             }
         };
         let used = used_total.min(conn.filled);

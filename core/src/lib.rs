@@ -20,6 +20,7 @@ mod round;
 pub mod session;
 mod time;
 mod token;
+mod watchdog;
 
 pub use acquire::{Acquire, AcquireError};
 #[cfg(feature = "mutants")]
@@ -37,6 +38,7 @@ pub use report::{MAX_SERVERS, Report, ServerCountError, ServerId, ServerOutcome,
 pub use round::{Transmit, Unsolicited};
 pub use time::{Duration, Instant};
 pub use token::{TOKEN_LEN, Token};
+pub use watchdog::{Extension, Loss, WatchAction, Watchdog};
 
 /// The suffix of the fence counter key: the counter of `resource` lives in
 /// the key `resource` + `FENCE_SUFFIX` on every server (F1).

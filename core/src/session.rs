@@ -87,9 +87,13 @@ impl Policy {
 
     /// The wait after `failures` failed attempts in a row (at least one).
     pub fn backoff(&self, failures: u32) -> Duration {
-        let shift = failures.saturating_sub(1).min(16);
-        Duration::from_micros(self.backoff_min.as_micros().saturating_mul(1u64 << shift))
-            .min(self.backoff_max)
+        // Doubled once per failure after the first, by additions (a 64-bit
+        // multiplication is a long sequence on a 32-bit MCU).
+        let mut wait = self.backoff_min;
+        for _ in 1..failures.min(17) {
+            wait = wait.saturating_add(wait);
+        }
+        wait.min(self.backoff_max)
     }
 }
 
@@ -125,9 +129,14 @@ pub enum Close {
     BadReply,
     /// A reply for no request: the stream is out of step.
     Unsolicited,
-    /// A request went unanswered past its deadline: the stream may have
-    /// lost it (out of step), or the server stalls.
+    /// A probe of the stream's step went unanswered within the connect
+    /// timeout: the server stalls.
     Unanswered,
+    /// The probe's answer came in the place of a request's, or another
+    /// reply in the probe's: the stream lost a request or a reply (bytes
+    /// swallowed on a live connection), and every later reply would be
+    /// taken for an older request.
+    OutOfStep,
     /// The transport or the handshake did not finish in time.
     ConnectTimeout,
     /// Too many requests unanswered for the platform's room.
@@ -143,7 +152,8 @@ impl core::fmt::Display for Close {
             Close::Io => f.write_str("the connection failed"),
             Close::BadReply => f.write_str("a reply that does not parse"),
             Close::Unsolicited => f.write_str("a reply for no request"),
-            Close::Unanswered => f.write_str("a request unanswered past its deadline"),
+            Close::Unanswered => f.write_str("a probe unanswered within the connect timeout"),
+            Close::OutOfStep => f.write_str("a request or a reply was lost (out of step)"),
             Close::ConnectTimeout => f.write_str("no connection and handshake in time"),
             Close::Stuck => f.write_str("too many requests unanswered"),
             Close::Refused(why) => write!(f, "not used: {why}"),
@@ -160,8 +170,30 @@ pub struct Entry<T> {
     pub tag: T,
     /// Written: its deadline, in microseconds after the session's `base`.
     /// Held behind the handshake: the microseconds it is allowed from when
-    /// the handshake passes.
-    due: u32,
+    /// the handshake passes. 48 bits (8.9 years), in two parts, the high
+    /// one in what would be padding after a `u16` tag: no deadline is ever
+    /// too far to keep exactly, so `base` never has to move under waiting
+    /// entries.
+    due_low: u32,
+    due_high: u16,
+}
+
+impl<T> Entry<T> {
+    /// The largest `due`: 2^48 - 1 microseconds.
+    const MAX_DUE: u64 = (1 << 48) - 1;
+
+    fn new(tag: T, due: Duration) -> Self {
+        let due = due.as_micros().min(Self::MAX_DUE);
+        Entry {
+            tag,
+            due_low: due as u32,
+            due_high: (due >> 32) as u16,
+        }
+    }
+
+    fn due(&self) -> u64 {
+        u64::from(self.due_low) | (u64::from(self.due_high) << 32)
+    }
 }
 
 /// The storage of the requests a session waits for, oldest first: a
@@ -225,6 +257,8 @@ pub enum Event<T> {
     Ready,
     /// A RESP3 push: nothing to do.
     Push,
+    /// The answer to the session's own probe: the stream is in step.
+    Probe,
 }
 
 /// `Option<SetupError>` whose `None` is all zero bits, so that a new
@@ -257,8 +291,7 @@ pub struct Session<T, Q> {
     /// When the handshake passed.
     ready_at: Instant,
     /// The origin of the entries' deadlines: moved to the present when the
-    /// queue is empty, or when a deadline would not fit in `u32`
-    /// microseconds (71 minutes) after it.
+    /// queue is empty (and when the handshake passes).
     base: Instant,
     failures: u32,
     /// The server was not reachable when its connection last failed (a
@@ -269,7 +302,30 @@ pub struct Session<T, Q> {
     incarnation: Option<Instant>,
     run_id: heapless::Vec<u8, RUN_ID_LEN>,
     owed: Q,
+    /// The probe of the stream's step (see [`poll_probe`](Session::poll_probe)).
+    probe: Probe,
+    /// Requests ahead of the probe sent, still to be answered.
+    probe_after: u16,
+    /// The probe sent must be answered by then.
+    probe_due: Instant,
+    /// The number in the next probe's text (unique on a connection).
+    probe_nonce: u32,
+    /// Test only: a broken session that never probes (it keeps a
+    /// connection that lost a request), for the simulation's negative
+    /// control.
+    #[cfg(feature = "mutants")]
+    keeps_out_of_step: bool,
     tag: PhantomData<T>,
+}
+
+/// Where the probe of a connection's step is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    Idle,
+    /// A request is overdue: a probe is to be written.
+    Wanted,
+    /// Written, after `probe_after` requests.
+    Sent,
 }
 
 impl<T, Q: Queue<T>> Session<T, Q> {
@@ -292,8 +348,21 @@ impl<T, Q: Queue<T>> Session<T, Q> {
             incarnation: None,
             run_id: heapless::Vec::new(),
             owed,
+            probe: Probe::Idle,
+            probe_after: 0,
+            probe_due: Instant::ZERO,
+            probe_nonce: 0,
+            #[cfg(feature = "mutants")]
+            keeps_out_of_step: false,
             tag: PhantomData,
         }
+    }
+
+    /// Test only: this session never probes its step, and so keeps a
+    /// connection that lost a request (out of step) for ever.
+    #[cfg(feature = "mutants")]
+    pub fn keep_out_of_step(&mut self) {
+        self.keeps_out_of_step = true;
     }
 
     /// Sets the handshake plan (before the first connect).
@@ -382,12 +451,13 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     /// A connect was started (or, while connecting, moved on to the next
     /// address): the transport must be up within the connect timeout.
     pub fn connecting(&mut self, now: Instant, policy: &Policy) {
-        if self.state == State::Down {
-            self.written = 0;
-            self.judged = 0;
-            self.steps = handshake::step_count(self.plan).min(u8::MAX.into()) as u8;
-            self.incarnation = None;
-        }
+        // Down, nothing of the last connection is left: `close` (or `new`,
+        // `reset`) cleared it.
+        debug_assert!(
+            self.state != State::Down
+                || (self.written == 0 && self.judged == 0 && self.incarnation.is_none())
+        );
+        self.steps = handshake::step_count(self.plan).min(u8::MAX.into()) as u8;
         self.state = State::Connecting;
         self.deadline = now.saturating_add(policy.connect_timeout);
     }
@@ -412,7 +482,8 @@ impl<T, Q: Queue<T>> Session<T, Q> {
 
     /// The step [`poll_step`](Session::poll_step) returned was written.
     pub fn step_written(&mut self) {
-        if self.poll_step().is_some() {
+        // As `poll_step().is_some()`: every step below `steps` exists.
+        if self.state == State::Handshake && self.written < self.steps {
             self.written = self.written.saturating_add(1);
         }
     }
@@ -420,21 +491,29 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     /// A request tagged `tag`, due by `deadline`, goes to this server:
     /// written now, or held behind the handshake (then its time runs from
     /// when the handshake passes, as long as `deadline` leaves from `now`).
+    /// Unanswered for half that time, the session probes the connection's
+    /// step (see [`poll_probe`](Session::poll_probe)).
     /// `Err` gives the tag back: with [`Close::Io`] when the session is
     /// down (nothing to write it on: the request is lost as in a connection
     /// error, or as refused if [`refused`](Session::refused) says so, and
     /// there is nothing to close), with [`Close::Stuck`] when there is no
     /// room (give the connection up).
     pub fn push(&mut self, now: Instant, tag: T, deadline: Instant) -> Result<Queued, (T, Close)> {
-        let (due, queued) = match self.state {
+        let (from, queued) = match self.state {
             State::Down => return Err((tag, Close::Io)),
-            State::Ready => (self.offset(now, deadline), Queued::Write),
-            State::Connecting | State::Handshake => {
-                let allowed = deadline.saturating_duration_since(now).as_micros();
-                (u32::try_from(allowed).unwrap_or(u32::MAX), Queued::Held)
+            State::Ready => {
+                if self.owed.is_empty() {
+                    self.base = now;
+                }
+                (self.base, Queued::Write)
             }
+            State::Connecting | State::Handshake => (now, Queued::Held),
         };
-        match self.owed.push_back(Entry { tag, due }) {
+        // Half the time allowed, from now: the probe, answered in a round
+        // trip, still finds out within the request's time.
+        let half = deadline.saturating_duration_since(now).half();
+        let due = now.saturating_add(half).saturating_duration_since(from);
+        match self.owed.push_back(Entry::new(tag, due)) {
             Ok(()) => Ok(queued),
             Err(e) => {
                 rl_log!(warn, "a server owes too many replies: giving it up");
@@ -446,6 +525,7 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     /// A reply arrived (in the order the server sent them). `twin` tells
     /// whether another entry already has this `run_id` (C3). `Err`: give
     /// the connection up.
+    #[inline(never)]
     pub fn handle_reply(
         &mut self,
         now: Instant,
@@ -456,12 +536,75 @@ impl<T, Q: Queue<T>> Session<T, Q> {
             return Ok(Event::Push);
         }
         match self.state {
-            State::Ready => match self.owed.pop_front() {
-                Some(entry) => Ok(Event::Reply(entry.tag)),
-                None => Err(Close::Unsolicited),
-            },
-            State::Handshake if self.judged < self.written => self.judge(now, reply, twin),
+            State::Ready => self.answer(reply),
+            State::Handshake if self.judged < self.written => {
+                let mut twin = Some(twin);
+                self.judge(now, reply, &mut |id| twin.take().and_then(|f| f(id)))
+            }
             _ => Err(Close::Unsolicited),
+        }
+    }
+
+    /// A reply on a ready connection: to the probe, or to the oldest
+    /// request awaited.
+    fn answer(&mut self, reply: &Reply<'_>) -> Result<Event<T>, Close> {
+        let probing = self.probe == Probe::Sent;
+        if probing && self.probe_after == 0 {
+            // Everything before it was answered: in step, unless the reply
+            // is not the probe's own text (a reply was lost, or came twice).
+            self.probe = Probe::Idle;
+            let nonce = self.probe_nonce;
+            self.probe_nonce = nonce.wrapping_add(1);
+            return if is_probe_reply(reply, nonce) {
+                Ok(Event::Probe)
+            } else {
+                Err(self.out_of_step())
+            };
+        }
+        // The probe's answer in a request's place: a request (or its reply)
+        // was lost on the way. (The request stays awaited: lost with the
+        // connection.)
+        if probing && is_probe_reply(reply, self.probe_nonce) {
+            return Err(self.out_of_step());
+        }
+        let entry = self.owed.pop_front().ok_or(Close::Unsolicited)?;
+        if probing {
+            self.probe_after = self.probe_after.saturating_sub(1);
+        }
+        Ok(Event::Reply(entry.tag))
+    }
+
+    fn out_of_step(&self) -> Close {
+        rl_log!(
+            warn,
+            "a connection lost a request or a reply (out of step): reconnecting"
+        );
+        Close::OutOfStep
+    }
+
+    /// The probe to write now, if one is wanted: a request went unanswered
+    /// for half its time. Write [`encode_probe`] of the number it returns
+    /// (behind the requests written so far), then call
+    /// [`probe_written`](Session::probe_written). Its reply comes after
+    /// every earlier request's: if the connection lost a request or a
+    /// reply, the probe's text comes back in the place of an older
+    /// request's reply (the stream is out of step: the connection is given
+    /// up, [`Close::OutOfStep`]); if the server only is slow, the replies
+    /// come late and in order, and the connection is kept (so that a
+    /// request still on the way cannot be overtaken by one sent on a new
+    /// connection: a release must land after its `SET`). A probe not
+    /// answered within the connect timeout gives the connection up
+    /// ([`Close::Unanswered`]: the server stalls).
+    pub fn poll_probe(&self) -> Option<u32> {
+        (self.probe == Probe::Wanted).then_some(self.probe_nonce)
+    }
+
+    /// The probe of [`poll_probe`](Session::poll_probe) was written.
+    pub fn probe_written(&mut self, now: Instant, policy: &Policy) {
+        if self.probe == Probe::Wanted {
+            self.probe = Probe::Sent;
+            self.probe_after = u16::try_from(self.owed.len()).unwrap_or(u16::MAX);
+            self.probe_due = now.saturating_add(policy.connect_timeout);
         }
     }
 
@@ -470,7 +613,7 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         &mut self,
         now: Instant,
         reply: &Reply<'_>,
-        twin: impl FnOnce(&[u8]) -> Option<ServerId>,
+        twin: &mut dyn FnMut(&[u8]) -> Option<ServerId>,
     ) -> Result<Event<T>, Close> {
         let step = handshake::step(self.plan, self.judged.into()).ok_or(Close::Unsolicited)?;
         self.judged = self.judged.saturating_add(1);
@@ -505,29 +648,8 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         Ok(Event::Ready)
     }
 
-    /// `deadline` as microseconds after `base`, moving `base` to `now`
-    /// first when nothing is awaited, or when `deadline` is too far after
-    /// it (then the entries' deadlines move with it; one already past stays
-    /// past).
-    fn offset(&mut self, now: Instant, deadline: Instant) -> u32 {
-        let fits = |base: Instant| {
-            u32::try_from(deadline.saturating_duration_since(base).as_micros()).ok()
-        };
-        if self.owed.is_empty() {
-            self.base = now;
-        } else if fits(self.base).is_none() {
-            let shift = now.saturating_duration_since(self.base).as_micros();
-            let shift = u32::try_from(shift).unwrap_or(u32::MAX);
-            self.owed
-                .for_each_mut(|e| e.due = e.due.saturating_sub(shift));
-            self.base = now;
-        }
-        fits(self.base).unwrap_or(u32::MAX)
-    }
-
-    fn deadline_of(&self, due: u32) -> Instant {
-        self.base
-            .saturating_add(Duration::from_micros(u64::from(due)))
+    fn deadline_of(&self, due: u64) -> Instant {
+        self.base.saturating_add(Duration::from_micros(due))
     }
 
     /// When [`handle_timeout`](Session::handle_timeout) is due next.
@@ -535,34 +657,45 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         match self.state {
             State::Down => None,
             State::Connecting | State::Handshake => Some(self.deadline),
-            State::Ready => {
-                let mut next: Option<u32> = None;
-                self.owed.for_each(|e| {
-                    next = Some(next.map_or(e.due, |t| t.min(e.due)));
-                });
-                next.map(|due| self.deadline_of(due))
-            }
+            State::Ready => match self.probe {
+                Probe::Sent => Some(self.probe_due),
+                // Written at the platform's next write.
+                Probe::Wanted => None,
+                // Broken on purpose: never looks, never gives up.
+                #[cfg(feature = "mutants")]
+                Probe::Idle if self.keeps_out_of_step => None,
+                Probe::Idle => {
+                    let (mut next, mut any) = (u64::MAX, false);
+                    self.owed.for_each(|e| {
+                        next = next.min(e.due());
+                        any = true;
+                    });
+                    any.then(|| self.deadline_of(next))
+                }
+            },
         }
     }
 
     /// Time has passed: `Some` when the connection must be given up (a
-    /// connect or handshake past its deadline, a request unanswered past
-    /// its own).
+    /// connect or handshake past its deadline, a probe unanswered past its
+    /// own). A request unanswered for half its time wants a probe
+    /// ([`poll_probe`](Session::poll_probe)).
     pub fn handle_timeout(&mut self, now: Instant) -> Option<Close> {
         let due = self.poll_timeout()?;
         if now < due {
             return None;
         }
-        Some(match self.state {
-            State::Ready => {
-                rl_log!(
-                    info,
-                    "a request went unanswered past its deadline: reconnecting"
-                );
-                Close::Unanswered
+        match (self.state, self.probe) {
+            (State::Ready, Probe::Sent) => {
+                rl_log!(info, "a server did not answer a probe: reconnecting");
+                Some(Close::Unanswered)
             }
-            _ => Close::ConnectTimeout,
-        })
+            (State::Ready, _) => {
+                self.probe = Probe::Wanted;
+                None
+            }
+            _ => Some(Close::ConnectTimeout),
+        }
     }
 
     /// The connection is closed (the platform closed its socket) because of
@@ -571,41 +704,80 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     /// it again on the next connection: see `Operation`). Decides when the
     /// next connect may start.
     pub fn close(&mut self, now: Instant, why: Close, policy: &Policy, mut lost: impl FnMut(T)) {
-        let flapping = self.state == State::Ready
-            && now < self.ready_at.saturating_add(policy.connect_timeout);
-        let refused = match why {
-            Close::Refused(e) => Some(e),
-            _ => None,
+        self.refused = match why {
+            Close::Refused(e) => {
+                rl_log!(warn, "a server is not used: {}", e);
+                Refusal::Some(e)
+            }
+            _ => Refusal::None,
         };
-        let attempt = matches!(self.state, State::Connecting | State::Handshake)
-            || flapping
-            || refused.is_some();
-        if self.state == State::Connecting {
-            // It never came up: a release does not skip the backoff for it.
-            self.unreachable = true;
-        }
-        if attempt {
+        let attempt = match self.state {
+            State::Down => false,
+            State::Connecting => {
+                // It never came up: a release does not skip the backoff for it.
+                self.unreachable = true;
+                true
+            }
+            State::Handshake => true,
+            // Flapping: broken within the connect timeout of its handshake.
+            State::Ready => now < self.ready_at.saturating_add(policy.connect_timeout),
+        };
+        let mut wait = Duration::ZERO;
+        if attempt || matches!(why, Close::Refused(_)) {
             self.failures = self.failures.saturating_add(1);
-            self.retry_at = now.saturating_add(policy.backoff(self.failures));
-        } else {
-            // An established connection broke: reconnect at once.
-            self.retry_at = now;
+            wait = policy.backoff(self.failures);
         }
-        if let Some(e) = refused {
-            rl_log!(warn, "a server is not used: {}", e);
-        }
-        self.refused = match refused {
-            Some(e) => Refusal::Some(e),
-            None => Refusal::None,
-        };
+        // An established connection that broke reconnects at once.
+        self.retry_at = now.saturating_add(wait);
         self.state = State::Down;
         self.written = 0;
         self.judged = 0;
         self.incarnation = None;
+        self.probe = Probe::Idle;
+        self.probe_after = 0;
         while let Some(e) = self.owed.pop_front() {
             lost(e.tag);
         }
     }
+}
+
+/// The text of probe number `nonce`: `redlock-probe-` and its digits.
+fn probe_text(nonce: u32, buf: &mut [u8; 24]) -> &[u8] {
+    const PREFIX: &[u8] = b"redlock-probe-";
+    let (head, digits) = buf.split_at_mut(PREFIX.len());
+    head.copy_from_slice(PREFIX);
+    // The digits, last first, then moved to the front of `digits`.
+    let mut n = nonce;
+    let mut len = 0usize;
+    loop {
+        if let Some(d) = digits.get_mut(len) {
+            *d = b'0'.wrapping_add((n % 10) as u8);
+        }
+        len = len.wrapping_add(1);
+        n /= 10;
+        if n == 0 || len >= digits.len() {
+            break;
+        }
+    }
+    if let Some(d) = digits.get_mut(..len) {
+        d.reverse();
+    }
+    buf.get(..PREFIX.len().wrapping_add(len))
+        .unwrap_or_default()
+}
+
+fn is_probe_reply(reply: &Reply<'_>, nonce: u32) -> bool {
+    let mut buf = [0u8; 24];
+    let text = probe_text(nonce, &mut buf);
+    matches!(reply, Reply::Bulk(b) | Reply::Simple(b) if *b == text)
+}
+
+/// Encodes probe number `nonce` ([`Session::poll_probe`]): `PING` with the
+/// probe's text, which the server sends back.
+pub fn encode_probe(buf: &mut [u8], nonce: u32) -> Result<usize, EncodeError> {
+    let mut text = [0u8; 24];
+    let text = probe_text(nonce, &mut text);
+    encode::command(buf, &[b"PING", text])
 }
 
 /// How to log in to one server: `AUTH [user] password` and `SELECT db`, sent

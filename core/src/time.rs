@@ -58,6 +58,11 @@ impl Duration {
         }
     }
 
+    /// Half of it, rounded down.
+    pub const fn half(self) -> Duration {
+        Duration::from_micros(self.as_micros() >> 1)
+    }
+
     /// Whole microseconds.
     pub const fn as_micros(self) -> u64 {
         self.micros

@@ -7,7 +7,7 @@
 use redlock_core::handshake::{Plan, SetupError, Step};
 use redlock_core::redlock_resp::{ErrorKind, Reply, ServerError};
 use redlock_core::session::{
-    Close, Credentials, Entry, Event, Policy, Queued, Session, State, encode_step,
+    Close, Credentials, Entry, Event, Policy, Queued, Session, State, encode_probe, encode_step,
 };
 use redlock_core::{Duration, Instant, ServerId};
 
@@ -102,8 +102,9 @@ fn the_handshake_goes_first_and_holds_requests_until_it_passed() {
         s.incarnation(),
         Some(ms(200).saturating_sub(Duration::from_secs(99)))
     );
-    // The held request's 50 ms run from the handshake's end.
-    assert_eq!(s.poll_timeout(), Some(ms(250)));
+    // The held request's 50 ms run from the handshake's end: probed if
+    // still unanswered halfway.
+    assert_eq!(s.poll_timeout(), Some(ms(225)));
     assert_eq!(
         s.handle_reply(ms(210), &Reply::Integer(1), no_twin),
         Ok(Event::Reply(7))
@@ -147,26 +148,111 @@ fn replies_go_to_their_requests_in_order_and_pushes_to_none() {
     );
 }
 
-#[test]
-fn a_request_unanswered_past_its_deadline_gives_the_connection_up() {
-    // The out-of-step defect: a request lost on a live connection is never
-    // answered; every later reply would be taken for an older request.
+/// A session with requests 1 (sent at 10 ms, due at 60) and 2 (sent at
+/// 20 ms, due at 40), probed at 30 ms (half of request 2's time).
+fn probed() -> Session<u32, Owed> {
     let mut s = ready_at(ms(0));
     s.push(ms(10), 1, ms(60)).unwrap();
     s.push(ms(20), 2, ms(40)).unwrap();
-    // The earliest deadline of any request awaited, not only the oldest's.
-    assert_eq!(s.poll_timeout(), Some(ms(40)));
-    assert_eq!(s.handle_timeout(ms(39)), None);
-    assert_eq!(s.handle_timeout(ms(40)), Some(Close::Unanswered));
+    // Halfway through the time of any request awaited, not only the oldest.
+    assert_eq!(s.poll_timeout(), Some(ms(30)));
+    assert_eq!(s.handle_timeout(ms(29)), None);
+    assert_eq!(s.poll_probe(), None);
+    assert_eq!(s.handle_timeout(ms(30)), None, "not given up: probed");
+    assert_eq!(s.poll_probe(), Some(0));
+    assert_eq!(s.poll_timeout(), None, "written at the next write");
+    let mut buf = [0u8; 64];
+    let n = encode_probe(&mut buf, 0).unwrap();
+    assert_eq!(&buf[..n], b"*2\r\n$4\r\nPING\r\n$15\r\nredlock-probe-0\r\n");
+    s.probe_written(ms(30), &POLICY);
+    assert_eq!(s.poll_probe(), None);
+    assert_eq!(s.poll_timeout(), Some(ms(1_030)), "the connect timeout");
+    s
+}
+
+const PROBE_0: Reply<'static> = Reply::Bulk(b"redlock-probe-0");
+
+#[test]
+fn a_connection_that_lost_a_request_is_found_out_of_step_and_given_up() {
+    // The out-of-step defect: request 1 was swallowed on a live connection.
+    // Request 2's reply is taken for request 1's (the window before the
+    // probe), and the probe's answer then comes in request 2's place.
+    let mut s = probed();
+    assert_eq!(
+        s.handle_reply(ms(31), &Reply::Integer(1), no_twin),
+        Ok(Event::Reply(1))
+    );
+    assert_eq!(
+        s.handle_reply(ms(31), &PROBE_0, no_twin),
+        Err(Close::OutOfStep)
+    );
     let mut lost = Vec::new();
     // Long after the handshake: an established connection, no backoff.
-    s.close(ms(5_000), Close::Unanswered, &POLICY, |t| lost.push(t));
-    assert_eq!(lost, [1, 2], "every request awaited is lost, oldest first");
+    s.close(ms(5_000), Close::OutOfStep, &POLICY, |t| lost.push(t));
+    assert_eq!(lost, [2], "every request still awaited is lost");
     assert_eq!(s.state(), State::Down);
     assert_eq!(s.failures(), 0);
     assert!(s.may_connect(ms(5_000), false), "reconnects at once");
     assert_eq!(s.incarnation(), None, "unknown until the next INFO");
     assert_eq!(s.refused(), None);
+    // A reply lost, or one too many, in the probe's place: out of step too.
+    let mut s = probed();
+    for tag in [1, 2] {
+        assert_eq!(
+            s.handle_reply(ms(31), &Reply::Integer(1), no_twin),
+            Ok(Event::Reply(tag))
+        );
+    }
+    assert_eq!(
+        s.handle_reply(ms(31), &Reply::Integer(1), no_twin),
+        Err(Close::OutOfStep)
+    );
+}
+
+#[test]
+fn a_slow_connection_stays_in_step_and_is_kept() {
+    // The replies come late, in order, then the probe's: the connection is
+    // kept (a request still on its way must not be overtaken by one sent
+    // on a new connection).
+    let mut s = probed();
+    for tag in [1, 2] {
+        assert_eq!(
+            s.handle_reply(ms(90), &Reply::Integer(1), no_twin),
+            Ok(Event::Reply(tag))
+        );
+    }
+    assert_eq!(s.handle_reply(ms(91), &PROBE_0, no_twin), Ok(Event::Probe));
+    assert_eq!(s.poll_timeout(), None);
+    assert!(s.is_ready());
+    // The next probe has the next number.
+    s.push(ms(100), 3, ms(120)).unwrap();
+    assert_eq!(s.handle_timeout(ms(110)), None);
+    assert_eq!(s.poll_probe(), Some(1));
+    // A request sent behind the probe is answered after it.
+    s.probe_written(ms(110), &POLICY);
+    s.push(ms(111), 4, ms(200)).unwrap();
+    assert_eq!(
+        s.handle_reply(ms(112), &Reply::Nil, no_twin),
+        Ok(Event::Reply(3))
+    );
+    assert_eq!(
+        s.handle_reply(ms(112), &Reply::Bulk(b"redlock-probe-1"), no_twin),
+        Ok(Event::Probe)
+    );
+    assert_eq!(
+        s.handle_reply(ms(113), &Reply::Nil, no_twin),
+        Ok(Event::Reply(4))
+    );
+}
+
+#[test]
+fn a_server_that_does_not_answer_the_probe_is_given_up() {
+    let mut s = probed();
+    assert_eq!(s.handle_timeout(ms(1_029)), None);
+    assert_eq!(s.handle_timeout(ms(1_030)), Some(Close::Unanswered));
+    let mut lost = Vec::new();
+    s.close(ms(1_030), Close::Unanswered, &POLICY, |t| lost.push(t));
+    assert_eq!(lost, [1, 2]);
 }
 
 #[test]
@@ -319,32 +405,89 @@ fn handshake_steps_are_encoded_as_redis_expects() {
 
 #[test]
 fn a_connection_busy_for_hours_keeps_exact_deadlines() {
-    // Deadlines are kept as microseconds after a base that moves: a queue
-    // never empty for longer than that range must not misjudge one.
+    // Deadlines are kept as microseconds after a base that moves only when
+    // the queue is empty: a queue never empty for hours must not misjudge
+    // one.
     let mut s = ready_at(ms(0));
     let mut now = ms(1);
-    s.push(now, 0, now.saturating_add(Duration::from_millis(800)))
+    s.push(now, 0, now.saturating_add(Duration::from_millis(1_200)))
         .unwrap();
     for k in 1..20_000u32 {
         // One new request before the oldest is answered, every 0.5 s:
         // 2.8 hours without the queue ever empty.
         now = now.saturating_add(Duration::from_millis(500));
-        let deadline = now.saturating_add(Duration::from_millis(800));
+        let deadline = now.saturating_add(Duration::from_millis(1_200));
         s.push(now, k, deadline).unwrap();
-        // The oldest (sent 0.5 s ago) is due first.
-        let oldest = now.saturating_add(Duration::from_millis(300));
+        // The oldest (sent 0.5 s ago) is probed first, at half its time.
+        let oldest = now.saturating_add(Duration::from_millis(100));
         assert_eq!(s.poll_timeout(), Some(oldest), "request {k}");
         assert_eq!(s.handle_timeout(now), None, "request {k}");
         assert_eq!(
             s.handle_reply(now, &Reply::Integer(1), no_twin),
             Ok(Event::Reply(k - 1))
         );
-        assert_eq!(s.poll_timeout(), Some(deadline), "request {k}");
+        let half = now.saturating_add(Duration::from_millis(600));
+        assert_eq!(s.poll_timeout(), Some(half), "request {k}");
     }
-    let late = now.saturating_add(Duration::from_millis(800));
+    let half = now.saturating_add(Duration::from_millis(600));
     assert_eq!(
-        s.handle_timeout(late.saturating_sub(Duration::from_micros(1))),
+        s.handle_timeout(half.saturating_sub(Duration::from_micros(1))),
         None
     );
-    assert_eq!(s.handle_timeout(late), Some(Close::Unanswered));
+    assert_eq!(s.poll_probe(), None);
+    assert_eq!(s.handle_timeout(half), None);
+    assert!(s.poll_probe().is_some());
+}
+
+#[test]
+fn a_deadline_hours_away_is_kept_exactly_behind_an_older_request() {
+    // A deadline far after the base (the queue was last empty long ago,
+    // at the first push) is neither cut short nor moved.
+    let mut s = ready_at(ms(0));
+    s.push(ms(1), 1, ms(10_001)).unwrap();
+    let far = Duration::from_secs(100 * 3_600);
+    s.push(ms(2), 2, ms(2).saturating_add(far)).unwrap();
+    assert_eq!(s.poll_timeout(), Some(ms(5_001)));
+    assert_eq!(
+        s.handle_reply(ms(3), &Reply::Integer(1), no_twin),
+        Ok(Event::Reply(1))
+    );
+    let half = ms(2).saturating_add(far.half());
+    assert_eq!(s.poll_timeout(), Some(half));
+    assert_eq!(
+        s.handle_timeout(half.saturating_sub(Duration::from_micros(1))),
+        None
+    );
+    assert_eq!(s.handle_timeout(half), None);
+    assert_eq!(s.poll_probe(), Some(0));
+}
+
+#[test]
+fn a_request_held_for_hours_keeps_its_whole_time() {
+    let mut s: Session<u32, Owed> = Session::new(plan(true), Owed::new());
+    s.connecting(ms(0), &POLICY);
+    let three_hours = Duration::from_secs(3 * 3_600);
+    assert_eq!(
+        s.push(ms(0), 7, ms(0).saturating_add(three_hours)),
+        Ok(Queued::Held)
+    );
+    s.connected(ms(1), &POLICY);
+    while s.poll_step().is_some() {
+        s.step_written();
+    }
+    let mut k = 0;
+    while s.state() == State::Handshake {
+        let reply = match redlock_core::handshake::step(s.plan(), k).unwrap() {
+            Step::Auth => Reply::Simple(b"OK"),
+            Step::Info => INFO,
+            _ => Reply::Bulk(b"sha"),
+        };
+        s.handle_reply(ms(5), &reply, no_twin).unwrap();
+        k += 1;
+    }
+    // Its time runs from the handshake's end, all of it: probed halfway.
+    assert_eq!(
+        s.poll_timeout(),
+        Some(ms(5).saturating_add(three_hours.half()))
+    );
 }

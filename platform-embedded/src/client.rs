@@ -411,8 +411,9 @@ where
         loop {
             let mut now = self.clock.now();
             // Connections lost during the operation come back in the
-            // background, for its later requests.
-            let (connecting, fresh) = self.maintain(now, op.as_deref_mut());
+            // background, for its later requests. (`fresh` is used only
+            // with no operation.)
+            let fresh = self.maintain(now, op.as_deref_mut());
             if let Some(op) = op.as_deref_mut() {
                 // A2: everything that can be sent is written before reading.
                 while let Some(t) = op.poll_transmit(now, self.request).map_err(|e| match e {
@@ -442,17 +443,16 @@ where
                     // The sessions first, at the same time: a connection
                     // given up for a request unanswered past its deadline
                     // tells the operation before the operation times it
-                    // out, so that a release on it is sent again.
-                    let sessions = self.expire(now, Some(&mut *op));
+                    // out, so that a release on it is sent again. The same
+                    // pass as at the top of the loop (one copy of its code):
+                    // it also moves the connections on, and returns the
+                    // earliest deadline of any session.
+                    let pending = self.maintain(now, Some(&mut *op));
                     let deadline = op.poll_timeout();
                     if deadline.is_some_and(|t| now >= t) {
                         op.handle_timeout(now);
                         continue;
                     }
-                    let pending = match (connecting, sessions) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    };
                     (deadline, pending)
                 }
             };
@@ -466,25 +466,6 @@ where
                 self.net.wait(until);
             }
         }
-    }
-
-    /// Gives up the connections whose session says so at `now` (a request
-    /// unanswered past its deadline); returns the earliest time a session
-    /// wants to be asked again.
-    fn expire(&mut self, now: Instant, mut op: Option<&mut (dyn Driven + '_)>) -> Option<Instant> {
-        let mut next: Option<Instant> = None;
-        for i in 0..SERVERS {
-            let Some(conn) = self.conns.get_mut(i) else {
-                continue;
-            };
-            if let Some(why) = conn.session.handle_timeout(now) {
-                self.fail(i, now, why, op.as_deref_mut());
-            }
-            if let Some(t) = self.conns.get(i).and_then(|c| c.session.poll_timeout()) {
-                next = Some(next.map_or(t, |n: Instant| n.min(t)));
-            }
-        }
-        next
     }
 
     /// Queues request `t` (in `self.request`) on its server's connection,
@@ -547,8 +528,8 @@ where
     }
 
     /// Writes what connection `i` has pending, as far as its socket takes
-    /// it without blocking.
-    #[inline(always)]
+    /// it without blocking. Out of line: it is called from two places.
+    #[inline(never)]
     fn flush(&mut self, i: usize, op: Option<&mut (dyn Driven + '_)>, now: Instant) {
         let Some(conn) = self.conns.get_mut(i) else {
             return;
@@ -662,12 +643,16 @@ where
             };
             used = used.saturating_add(len);
             // C3: another entry whose last handshake told the same `run_id`.
+            // Entry `k` is `before[k]` or `after[k - i - 1]`; entry `i`
+            // (this one) has no id. Indices, not a chain of iterators: the
+            // chain is twice the code.
             let twin = |id: &[u8]| {
-                let ids = before
-                    .iter()
-                    .map(|c| c.session.run_id())
-                    .chain(core::iter::once(&[][..]))
-                    .chain(after.iter().map(|c| c.session.run_id()));
+                let ids = (0..SERVERS).map(|k| {
+                    before
+                        .get(k)
+                        .or_else(|| after.get(k.wrapping_sub(i).wrapping_sub(1)))
+                        .map_or(&[][..], |c| c.session.run_id())
+                });
                 handshake::twin_by_id(ids, i, id)
             };
             match conn.session.handle_reply(now, &reply, twin) {
@@ -707,10 +692,6 @@ where
             conn.filled = rest;
         }
         result
-    }
-
-    fn creds_of(&self, i: usize) -> Credentials<'a> {
-        self.creds.get(i).copied().unwrap_or_default()
     }
 }
 

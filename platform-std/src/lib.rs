@@ -159,6 +159,14 @@ impl Lock {
         self.std_instant(self.inner.valid_until())
     }
 
+    /// The client's core clock now.
+    pub(crate) fn core_now(&self) -> redlock_core::Instant {
+        let since = StdInstant::now().saturating_duration_since(self.epoch);
+        redlock_core::Instant::from_micros(
+            transport::CLOCK_ORIGIN_MICROS.saturating_add(since.as_micros() as u64),
+        )
+    }
+
     /// The std instant of a core instant on the client's clock.
     pub(crate) fn std_instant(&self, t: redlock_core::Instant) -> StdInstant {
         let since_epoch = t.as_micros().saturating_sub(transport::CLOCK_ORIGIN_MICROS);

@@ -9,6 +9,8 @@ use std::sync::{Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use redlock_core::{Extension, Loss, WatchAction, Watchdog};
+
 use crate::{Client, Error, Lock, Released};
 
 /// A lock released when dropped (errors on that release are ignored; call
@@ -89,6 +91,16 @@ pub enum Lost {
     /// The extension limit was reached; the lock was given up before its
     /// validity ended.
     ExtensionLimit,
+}
+
+impl From<Loss> for Lost {
+    fn from(why: Loss) -> Lost {
+        match why {
+            Loss::NotHeld => Lost::NotHeld,
+            Loss::ExtensionLimit => Lost::ExtensionLimit,
+            _ => Lost::Unavailable,
+        }
+    }
 }
 
 impl core::fmt::Display for Lost {
@@ -287,47 +299,40 @@ fn sleep_until(watch: &Watch, until: Instant) -> bool {
 }
 
 fn run(client: Client, watch: Arc<Watch>, ttl: Duration) {
-    let request_timeout = client.request_timeout(ttl);
+    let request_timeout = crate::core_duration(client.request_timeout(ttl));
+    // The policy is the core's (F2): extend when a third of the validity is
+    // left, try again after a request timeout, lost when a margin is left
+    // without an extension or a majority says it is not ours.
+    let mut dog = Watchdog::new(&watch.lock().inner, request_timeout);
     loop {
         let lock = watch.lock();
-        // The schedule is the core's (F2): extend when a third of the
-        // validity is left; lost when a margin is left without an extension.
-        let renewal = lock.inner.renewal(crate::core_duration(request_timeout));
-        let extend_at = lock.std_instant(renewal.extend_at);
-        let give_up_at = lock.std_instant(renewal.give_up_at);
-        if sleep_until(&watch, extend_at) {
-            return;
-        }
-        loop {
-            if watch.stop.load(Ordering::SeqCst) {
-                return;
-            }
-            if Instant::now() >= give_up_at {
-                watch.lose(Lost::Unavailable);
-                return;
-            }
-            let mut attempt = watch.lock();
-            match client.extend(&mut attempt, ttl) {
-                Ok(()) => {
-                    *watch.lock.lock().unwrap_or_else(PoisonError::into_inner) = attempt;
-                    break;
-                }
-                Err(Error::Lost(_)) => {
-                    watch.lose(Lost::NotHeld);
+        match dog.poll(lock.core_now()) {
+            WatchAction::Wait(until) => {
+                if sleep_until(&watch, lock.std_instant(until)) {
                     return;
                 }
-                Err(Error::Argument(redlock_core::ArgumentError::ExtensionLimit)) => {
-                    // No more extensions: hand the lock back before it ends.
-                    if !sleep_until(&watch, give_up_at) {
-                        watch.lose(Lost::ExtensionLimit);
-                    }
+            }
+            WatchAction::Lost(why) => {
+                watch.lose(Lost::from(why));
+                return;
+            }
+            WatchAction::Extend => {
+                if watch.stop.load(Ordering::SeqCst) {
                     return;
                 }
-                Err(_) => {
-                    // Unavailable or expired round: try again shortly.
-                    if sleep_until(&watch, Instant::now() + request_timeout) {
-                        return;
+                let mut attempt = lock;
+                let outcome = client.extend(&mut attempt, ttl);
+                let now = attempt.core_now();
+                match outcome {
+                    Ok(()) => {
+                        dog.handle_extension(now, Extension::Extended(&attempt.inner));
+                        *watch.lock.lock().unwrap_or_else(PoisonError::into_inner) = attempt;
                     }
+                    Err(Error::Lost(_)) => dog.handle_extension(now, Extension::NotHeld),
+                    Err(Error::Argument(redlock_core::ArgumentError::ExtensionLimit)) => {
+                        dog.handle_extension(now, Extension::LimitReached);
+                    }
+                    Err(_) => dog.handle_extension(now, Extension::Failed),
                 }
             }
         }

@@ -2,7 +2,7 @@
 //! the handshake, giving a connection up), carried out on the network in
 //! the background of operations.
 
-use redlock_core::session::{Close, State};
+use redlock_core::session::{Close, State, encode_probe};
 use redlock_core::{Instant, ServerId};
 
 use super::{Client, Driven};
@@ -60,8 +60,9 @@ where
         let _ = self.pump(None, end);
     }
 
-    /// Starts connecting server `i`.
-    #[inline(always)]
+    /// Starts connecting server `i`. Out of line: it is called from two
+    /// places.
+    #[inline(never)]
     pub(super) fn start_connect(
         &mut self,
         i: usize,
@@ -82,34 +83,39 @@ where
     /// stack saw close, or past its session's deadline, is given up; a
     /// server down and past its backoff starts connecting, a connect that
     /// finished starts its handshake, and the handshake is written as far
-    /// as the buffer and the socket take. Returns the earliest deadline of a
-    /// connection still being set up, and of one on its first attempt since
-    /// it last worked.
+    /// as the buffer and the socket take. Returns the earliest deadline of
+    /// a session: with an operation `op`, of any (a connect, a handshake, a
+    /// request); without, of a connection still being set up on its first
+    /// attempt since it last worked. The driving loop calls it before it
+    /// sends, and again after it read (it then gives up the connections
+    /// whose requests went unanswered before the operation times out).
     pub(super) fn maintain(
         &mut self,
         now: Instant,
         mut op: Option<&mut (dyn Driven + '_)>,
-    ) -> (Option<Instant>, Option<Instant>) {
-        let earliest = |w: Option<Instant>, t: Instant| Some(w.map_or(t, |w: Instant| w.min(t)));
-        let mut waiting: Option<Instant> = None;
-        let mut fresh: Option<Instant> = None;
+    ) -> Option<Instant> {
+        // With an operation, every session's deadline counts; without, only
+        // those of connections on their first attempt since they worked.
+        let every = op.is_some();
+        let mut next: Option<Instant> = None;
         for i in 0..SERVERS {
             let link = self.net.link(i);
-            let creds = self.creds_of(i);
             let Some(conn) = self.conns.get_mut(i) else {
                 continue;
             };
-            let state = conn.session.state();
-            match (state, link) {
+            let why = match (conn.session.state(), link) {
                 // A connection the stack saw close.
                 (State::Connecting | State::Handshake | State::Ready, Link::Down) => {
-                    self.fail(i, now, Close::Io, op.as_deref_mut());
-                    continue;
+                    Some(Close::Io)
                 }
-                (State::Connecting, Link::Up) => conn.session.connected(now, &self.options),
-                _ => {}
-            }
-            if let Some(why) = conn.session.handle_timeout(now) {
+                (State::Connecting, Link::Up) => {
+                    conn.session.connected(now, &self.options);
+                    None
+                }
+                _ => None,
+            };
+            // Past its deadline: a connect or handshake, or a request.
+            if let Some(why) = why.or_else(|| conn.session.handle_timeout(now)) {
                 if why == Close::ConnectTimeout {
                     rl_log!(warn, "redlock: server {} did not connect in time", i);
                 }
@@ -123,23 +129,33 @@ where
                 continue;
             };
             if conn.session.state() == State::Handshake {
+                let creds = self.creds.get(i).copied().unwrap_or_default();
                 if conn.pump_handshake(&creds).is_err() {
                     self.fail(i, now, Close::Io, op.as_deref_mut());
                     continue;
                 }
                 self.flush(i, op.as_deref_mut(), now);
-            }
-            if let Some(conn) = self.conns.get(i) {
-                if matches!(conn.session.state(), State::Connecting | State::Handshake) {
-                    if let Some(deadline) = conn.session.poll_timeout() {
-                        waiting = earliest(waiting, deadline);
-                        if conn.session.failures() == 0 {
-                            fresh = earliest(fresh, deadline);
-                        }
+            } else if let Some(nonce) = conn.session.poll_probe() {
+                // A request overdue: the session probes the stream's step
+                // (written when the buffer has room; asked again if not).
+                conn.compact_out();
+                let free = conn.out.get_mut(conn.out_len..).unwrap_or_default();
+                if let Ok(len) = encode_probe(free, nonce) {
+                    if conn.fits(len) {
+                        conn.out_len = conn.out_len.saturating_add(len);
+                        conn.session.probe_written(now, &self.options);
                     }
                 }
+                self.flush(i, op.as_deref_mut(), now);
+            }
+            let Some(conn) = self.conns.get(i) else {
+                continue;
+            };
+            let counts = every || (conn.session.failures() == 0 && !conn.session.is_ready());
+            if let Some(deadline) = conn.session.poll_timeout().filter(|_| counts) {
+                next = Some(next.map_or(deadline, |n: Instant| n.min(deadline)));
             }
         }
-        (waiting, fresh)
+        next
     }
 }

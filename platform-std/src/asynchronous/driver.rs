@@ -18,6 +18,7 @@ use crate::call::{Answer, Call};
 use crate::transport::{Abandoned, Ticket};
 use crate::watchdog::Lost;
 use crate::{Client, Error, Lock, Resource, Shared, core_duration, relock};
+use redlock_core::{Extension, WatchAction, Watchdog};
 
 use super::watch::WatchShared;
 
@@ -133,25 +134,18 @@ impl Shared {
     }
 }
 
-/// A watched lock as the driver keeps it.
+/// A watched lock as the driver keeps it: the core's watchdog decides,
+/// the driver runs its extensions.
 #[derive(Debug)]
 struct Watched {
     shared: Arc<WatchShared>,
-    phase: Phase,
+    dog: Watchdog,
+    /// The extension that runs, if one does.
+    extending: Option<Ticket>,
     /// Its extension waits for a free slot.
     needs_slot: bool,
-    /// Without an extension by then, the lock is lost.
-    give_up_at: StdInstant,
-}
-
-#[derive(Debug)]
-enum Phase {
-    /// The next extension starts at this instant.
-    Wait(StdInstant),
-    /// An extension runs.
-    Extending(Ticket),
-    /// No more extensions allowed: lost at `give_up_at`.
-    Limit,
+    /// When the driver looks at it again (unless woken first).
+    next: Option<StdInstant>,
 }
 
 /// The driver thread's loop: its turns, each under `catch_unwind`, so that
@@ -208,12 +202,13 @@ impl Work {
             calls.append(&mut inbox.calls);
             adopted.append(&mut inbox.adopted);
             for w in inbox.watches.drain(..) {
-                let (extend_at, give_up_at) = schedule(shared, &w);
+                let request_timeout = shared.config.request_timeout_for(core_duration(w.ttl));
                 watched.push(Watched {
+                    dog: Watchdog::new(&w.lock().inner, request_timeout),
                     shared: w,
-                    phase: Phase::Wait(extend_at),
+                    extending: None,
                     needs_slot: false,
-                    give_up_at,
+                    next: None,
                 });
             }
         }
@@ -258,17 +253,7 @@ impl Work {
             let keep = tend(shared, w, waker, now, adopted);
             if keep {
                 wants_slot |= w.needs_slot;
-                // While extending too: a backstop for the loss (the
-                // extension's outcome wakes the driver before it).
-                let at = match w.phase {
-                    // Waiting for a slot: SLOT_RETRY (below) bounds it.
-                    Phase::Wait(_) if w.needs_slot => Some(w.give_up_at),
-                    Phase::Wait(at) => Some(at.min(w.give_up_at)),
-                    // Past give_up_at the extension's own end wakes us.
-                    Phase::Extending(_) => Some(w.give_up_at).filter(|&g| g > now),
-                    Phase::Limit => Some(w.give_up_at),
-                };
-                if let Some(at) = at {
+                if let Some(at) = w.next {
                     next = Some(next.map_or(at, |n| n.min(at)));
                 }
             }
@@ -363,18 +348,6 @@ fn poll_quietly(shared: &Shared, ticket: Ticket, waker: &Waker) -> Poll<Option<A
     }
 }
 
-/// When to extend `watch`'s lock next, and when it is lost without an
-/// extension: the core's schedule (F2).
-fn schedule(shared: &Shared, watch: &WatchShared) -> (StdInstant, StdInstant) {
-    let lock = watch.lock();
-    let request_timeout = shared.config.request_timeout_for(core_duration(watch.ttl));
-    let renewal = lock.inner.renewal(request_timeout);
-    (
-        lock.std_instant(renewal.extend_at),
-        lock.std_instant(renewal.give_up_at),
-    )
-}
-
 /// One turn of a watched lock; false once the driver is done with it.
 fn tend(
     shared: &Arc<Shared>,
@@ -385,7 +358,7 @@ fn tend(
 ) -> bool {
     let transport = &shared.transport;
     if w.shared.stopped() {
-        if let Phase::Extending(ticket) = w.phase {
+        if let Some(ticket) = w.extending {
             // Released meanwhile: the extension ends on its own (a
             // token-checked PEXPIRE of a deleted key does nothing).
             adopted.push(Adopted {
@@ -396,76 +369,72 @@ fn tend(
         return false;
     }
     w.needs_slot = false;
-    match w.phase {
-        Phase::Extending(ticket) => {
-            let answer = match poll_quietly(shared, ticket, waker) {
-                Poll::Pending => return true,
-                Poll::Ready(answer) => answer,
-            };
-            let outcome = match answer {
-                Some(Answer::Extended(outcome)) => outcome.map_err(|e| e.kind),
-                // It panicked (not the core's): as a failed round.
-                _ => Err(redlock_core::FailureKind::Unavailable),
-            };
-            match outcome {
-                Ok(extended) => {
-                    w.shared.update(|lock| lock.inner = extended);
-                    let (extend_at, give_up_at) = schedule(shared, &w.shared);
-                    w.phase = Phase::Wait(extend_at);
-                    w.give_up_at = give_up_at;
-                    true
-                }
-                Err(redlock_core::FailureKind::Lost) => {
-                    w.shared.lose(Lost::NotHeld);
-                    false
-                }
-                Err(_) => {
-                    // Unavailable, or a round that came too late: again
-                    // shortly, while there is time.
-                    let retry = Duration::from_micros(
-                        shared
-                            .config
-                            .request_timeout_for(core_duration(w.shared.ttl))
-                            .as_micros(),
-                    );
-                    w.phase = Phase::Wait(now + retry);
-                    true
-                }
+    if let Some(ticket) = w.extending {
+        let answer = match poll_quietly(shared, ticket, waker) {
+            Poll::Pending => {
+                // A backstop for the loss: the extension's outcome wakes
+                // the driver before it (past it, its own end does).
+                let give_up_at = w.shared.lock().std_instant(w.dog.give_up_at());
+                w.next = Some(give_up_at).filter(|&g| g > now);
+                return true;
             }
+            Poll::Ready(answer) => answer,
+        };
+        w.extending = None;
+        let outcome = match answer {
+            Some(Answer::Extended(outcome)) => outcome.map_err(|e| e.kind),
+            // It panicked (not the core's): as a failed round.
+            _ => Err(redlock_core::FailureKind::Unavailable),
+        };
+        let at = w.shared.lock().core_now();
+        match outcome {
+            Ok(extended) => {
+                w.shared.update(|lock| lock.inner = extended);
+                w.dog.handle_extension(at, Extension::Extended(&extended));
+            }
+            Err(redlock_core::FailureKind::Lost) => {
+                w.dog.handle_extension(at, Extension::NotHeld);
+            }
+            // Unavailable, or a round that came too late: again shortly,
+            // while there is time.
+            Err(_) => w.dog.handle_extension(at, Extension::Failed),
         }
-        Phase::Limit if now >= w.give_up_at => {
-            w.shared.lose(Lost::ExtensionLimit);
-            false
-        }
-        Phase::Limit => true,
-        Phase::Wait(_) if now >= w.give_up_at => {
-            w.shared.lose(Lost::Unavailable);
-            false
-        }
-        Phase::Wait(at) if now < at => true,
-        Phase::Wait(_) => {
-            let lock: Lock = w.shared.lock();
-            match shared.extend_op(&lock, w.shared.ttl) {
+    }
+    // The policy is the core's (F2), as for the blocking watchdog.
+    loop {
+        let lock: Lock = w.shared.lock();
+        let at = lock.core_now();
+        match w.dog.poll(at) {
+            WatchAction::Wait(until) => {
+                w.next = Some(lock.std_instant(until));
+                return true;
+            }
+            WatchAction::Lost(why) => {
+                w.shared.lose(Lost::from(why));
+                return false;
+            }
+            WatchAction::Extend => match shared.extend_op(&lock, w.shared.ttl) {
                 Ok(op) => match transport.submit(Call::Extend(op), waker, DRIVER_WAITER) {
                     Ok(ticket) => {
-                        w.phase = Phase::Extending(ticket);
+                        w.extending = Some(ticket);
                         // It may be over already (every server down at
                         // once): judged now, not at some later wake-up.
                         return tend(shared, w, waker, now, adopted);
                     }
-                    // No slot free: kicked when one is.
-                    Err(_) => w.needs_slot = true,
+                    // No slot free: kicked when one is (SLOT_RETRY bounds
+                    // the wait).
+                    Err(_) => {
+                        w.dog.handle_extension(at, Extension::NotStarted);
+                        w.needs_slot = true;
+                        w.next = Some(lock.std_instant(w.dog.give_up_at()));
+                        return true;
+                    }
                 },
                 Err(Error::Argument(redlock_core::ArgumentError::ExtensionLimit)) => {
-                    // Handed back before its validity ends.
-                    w.phase = Phase::Limit;
+                    w.dog.handle_extension(at, Extension::LimitReached);
                 }
-                Err(_) => {
-                    w.shared.lose(Lost::Unavailable);
-                    return false;
-                }
-            }
-            true
+                Err(_) => w.dog.handle_extension(at, Extension::Failed),
+            },
         }
     }
 }

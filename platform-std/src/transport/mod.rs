@@ -81,7 +81,7 @@ use redlock_core::handshake::{self, SetupError};
 use redlock_core::redlock_resp::{EncodeError, Limits, Parser, Reply, Status};
 use redlock_core::session::{
     Close, Credentials, Entry, Event, Policy, Queue, Queued, Session, State as SessionState,
-    encode_step,
+    encode_probe, encode_step,
 };
 use redlock_core::{Duration as CoreDuration, Instant, Operation, ServerId, Servers};
 

@@ -237,19 +237,27 @@ impl<J: Job> State<J> {
     /// connection was given up first, so that a release on it is sent
     /// again on the next connection.
     pub(super) fn expire_sessions(&mut self, now: Instant) {
+        let policy = self.config.policy();
         for i in 0..self.conns.len() {
-            if !self.conns[i].is_up() {
+            let conn = &mut self.conns[i];
+            if !conn.is_up() {
                 continue;
             }
-            if let Some(why) = self.conns[i].session.handle_timeout(now) {
+            if let Some(why) = conn.session.handle_timeout(now) {
                 match why {
-                    Close::ConnectTimeout => log::warn!(
-                        "redlock: {} did not answer its handshake in time",
-                        self.conns[i].url
-                    ),
-                    why => log::warn!("redlock: {}: {why}", self.conns[i].url),
+                    Close::ConnectTimeout => {
+                        log::warn!("redlock: {} did not answer its handshake in time", conn.url)
+                    }
+                    why => log::warn!("redlock: {}: {why}", conn.url),
                 }
                 self.fail_because(i, why, None);
+                continue;
+            }
+            // A request overdue: the session probes the stream's step
+            // (written with the next flush, behind what is queued).
+            if let Some(nonce) = conn.session.poll_probe() {
+                encode_growing(&mut conn.out, |b| encode_probe(b, nonce));
+                conn.session.probe_written(now, &policy);
             }
         }
     }

@@ -530,7 +530,8 @@ fn other_holder(client: &Client, resource: &str, ours: &[u8]) -> Option<String> 
         .filter(|h| h.outcome.answered())
         .filter_map(|h| h.holder.as_ref().filter(|t| t[..] != *ours).map(|t| (t, h)))
         .collect();
-    if others.len() <= entries.len() / 2 {
+    // The quorum is the core's (R2).
+    if others.len() < redlock_core::majority(entries.len()) {
         return None;
     }
     Some(match inspection.majority_holder() {

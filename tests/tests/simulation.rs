@@ -505,3 +505,46 @@ fn negative_control_a_late_extension_is_caught() {
     assert_eq!(real_flagged, None);
     assert!(late > 0);
 }
+
+/// Bytes lost on live connections (requests, replies), replies that come
+/// twice, and resets between a request and its reply, with contention:
+/// the sessions find the connections out of step and replace them, and no
+/// checker fires.
+fn losing_bytes_contended(seed: u64) -> Scenario {
+    let mut sc = Scenario::losing_bytes(seed);
+    sc.clients = 3;
+    sc.hold_permille = (200, 800);
+    sc
+}
+
+#[test]
+fn lost_and_duplicated_bytes_on_live_connections_are_survived() {
+    let n = (seeds() / 10).max(200);
+    let totals = run_seeds("losing bytes", 0..n, Scenario::losing_bytes);
+    if replay().is_none() {
+        // Checker 3 held after the faults ended, and the faults did fail
+        // acquisitions while they lasted.
+        assert!(totals.grants > 10 * n as usize, "{totals:?}");
+        assert!(totals.failures > 0, "the faults did nothing: {totals:?}");
+    }
+    let totals = run_seeds("losing bytes, contended", 0..n, losing_bytes_contended);
+    if replay().is_none() {
+        assert!(totals.grants > 10 * n as usize, "{totals:?}");
+    }
+}
+
+#[test]
+fn negative_control_a_session_that_keeps_an_out_of_step_connection_is_caught() {
+    // A broken session that never probes: a connection that lost a request
+    // or a reply stays out of step, and the acquisitions after the faults
+    // ended keep failing (checker 3).
+    let (flagged, first) = violations(40, |seed| {
+        let mut sc = Scenario::losing_bytes(seed);
+        sc.session_hook = Some(|s| s.keep_out_of_step());
+        sc
+    });
+    assert!(flagged >= 30, "only {flagged} of 40 runs caught: {first:?}");
+    // The same runs with the real session: none.
+    let (flagged, first) = violations(40, Scenario::losing_bytes);
+    assert_eq!(flagged, 0, "{first:?}");
+}

@@ -26,6 +26,17 @@ pub enum Violation {
         /// Attempts it made.
         attempts: u32,
     },
+    /// After the faults of a scenario that loses bytes ended, a client's
+    /// connection still awaited a reply when the run ended: its session
+    /// kept a connection out of step (checker 7).
+    OutOfStep {
+        /// The client.
+        client: usize,
+        /// The server.
+        server: usize,
+        /// Replies it still awaited.
+        owed: usize,
+    },
     /// An extension failed although a majority was up without contention (checker 3).
     NotExtended {
         /// The client.

@@ -10,7 +10,7 @@ use redlock_core::{Acquire, Duration, Instant, Operation, Release, Servers};
 
 use super::clock::Clock;
 use super::watchdog::Holding;
-use super::{Event, RESOURCE, Sim, Violation};
+use super::{Event, RESOURCE, START, Sim, Violation};
 
 #[allow(clippy::large_enum_variant)] // one per simulated client
 pub(super) enum State {
@@ -34,6 +34,8 @@ pub(super) struct Client {
     /// Drained releases of failed acquisitions still running (A5).
     pub(super) background: Vec<(u64, Acquire<&'static [u8]>)>,
     pub(super) wake_gen: u64,
+    /// The generation of the sessions' timer (see `Event::Tend`).
+    pub(super) tend_gen: u64,
     /// What arrived while paused, in arrival order.
     pub(super) inbox: VecDeque<Event>,
 }
@@ -73,14 +75,14 @@ impl Sim {
                 _ => None,
             };
             let Some(t) = t else { break };
-            self.send(c, t.server.index(), buf[..t.len].to_vec(), serial);
+            self.send(c, t.server.index(), buf[..t.len].to_vec(), serial, t);
         }
         let mut i = 0;
         while i < self.clients[c].background.len() {
             let (serial, op) = &mut self.clients[c].background[i];
             let serial = *serial;
             match op.poll_transmit(now, &mut buf).unwrap() {
-                Some(t) => self.send(c, t.server.index(), buf[..t.len].to_vec(), serial),
+                Some(t) => self.send(c, t.server.index(), buf[..t.len].to_vec(), serial, t),
                 None => i += 1,
             }
         }
@@ -88,11 +90,14 @@ impl Sim {
         let conns = &self.conns[c];
         self.clients[c]
             .background
-            .retain(|(serial, _)| conns.iter().any(|k| k.pending_ops.contains(serial)));
+            .retain(|(serial, _)| conns.iter().any(|k| k.owes(*serial)));
     }
 
     /// Advances client `c`'s state machine at the current time.
     pub(super) fn step(&mut self, c: usize) {
+        // The sessions first: a connection given up tells its operations
+        // before they time out.
+        self.tend_sessions(c);
         let now = self.client_now(c);
         if let State::Acquiring { op, .. } = &mut self.clients[c].state {
             op.handle_timeout(now);
@@ -144,7 +149,7 @@ impl Sim {
                 Some(Ok(lock)) => {
                     // Checker 3's bound: four round trips (the fenced acquire
                     // and the fence write, each possibly NOSCRIPT then EVAL).
-                    if self.sc.liveness_applies()
+                    if self.liveness_applies(started_real)
                         && self.now - started_real > 4 * 2 * self.sc.delay_us.1 + 1_000
                     {
                         self.report.violations.push(Violation::NotLive {
@@ -174,7 +179,7 @@ impl Sim {
                         );
                     }
                     self.report.failures += 1;
-                    if self.sc.liveness_applies() {
+                    if self.liveness_applies(started_real) {
                         self.report.violations.push(Violation::NotLive {
                             client: c,
                             attempts: e.attempts,
@@ -188,11 +193,7 @@ impl Sim {
                         self.push(self.now + settle, Event::CheckLeftBehind { token, crashes });
                     }
                     let serial = self.clients[c].op_serial;
-                    if !op.is_finished()
-                        || self.conns[c]
-                            .iter()
-                            .any(|k| k.pending_ops.contains(&serial))
-                    {
+                    if !op.is_finished() || self.conns[c].iter().any(|k| k.owes(serial)) {
                         self.clients[c].background.push((serial, op));
                         self.flush(c);
                     }
@@ -238,13 +239,47 @@ impl Sim {
         }
     }
 
+    /// Checker 3 applies to an operation that started at `started_real`:
+    /// in a liveness scenario, and after the faults of a scenario that
+    /// loses bytes have ended and settled (a connection out of step is
+    /// found by its next request's probe, and replaced).
+    pub(super) fn liveness_applies(&self, started_real: u64) -> bool {
+        let settle = 2 * self.sc.ttl_ms * 1_000 + 100_000;
+        self.sc.liveness_applies()
+            && self
+                .sc
+                .losses_until_ms
+                .is_none_or(|t| started_real > START + t * 1_000 + settle)
+    }
+
+    /// A timer for client `c`'s sessions, at the earliest time one wants
+    /// to be checked.
+    pub(super) fn schedule_tend(&mut self, c: usize) {
+        let Some(local) = self.sessions_due(c) else {
+            return;
+        };
+        let real = self.clients[c].clock.real(local).max(self.now);
+        let client = &mut self.clients[c];
+        client.tend_gen += 1;
+        let generation = client.tend_gen;
+        self.push(
+            real,
+            Event::Tend {
+                client: c,
+                generation,
+            },
+        );
+    }
+
     pub(super) fn schedule_wake(&mut self, c: usize) {
+        self.schedule_tend(c);
         let local = match &self.clients[c].state {
             State::Acquiring { op, .. } => op.poll_timeout().map(Instant::as_micros),
             State::Releasing(op) => op.poll_timeout().map(Instant::as_micros),
             State::Holding(h) => Some(h.wake_at()),
             State::Idle | State::Finished => return,
         };
+
         if let Some(local) = local {
             let real = self.clients[c].clock.real(local).max(self.now);
             self.wake_at_real(c, real);

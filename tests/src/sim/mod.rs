@@ -9,7 +9,9 @@
 //! - **Network**: one TCP-like connection per client and server: messages
 //!   are delayed (with occasional long spikes) but never reordered within a
 //!   connection; connections reset (in-flight bytes are lost); servers can be
-//!   partitioned (traffic is held until the partition heals).
+//!   partitioned (traffic is held until the partition heals); in the
+//!   scenarios that lose bytes, a request or a reply can vanish from a live
+//!   connection, or a reply come twice.
 //! - **Clocks** of clients and servers run at rates within a drift bound
 //!   (parts per million); clients can be paused (SIGSTOP-like: their clock
 //!   runs, they do nothing).
@@ -27,7 +29,17 @@
 //! client uses the lock after the end of the last validity the core gave it
 //! (with (1): a holder's validity, extended parts included, never overlaps
 //! another's until it releases); (6) an extension counts only before the
-//! validity it extends ended, on the simulated clock.
+//! validity it extends ended, on the simulated clock; (7) in scenarios that
+//! lose bytes on live connections (requests and replies swallowed, replies
+//! doubled, resets between a request and its reply), once the faults ended
+//! every connection is back in step: no session awaits a reply when the
+//! run ends.
+//!
+//! Each client's connection to each server is driven by the core's
+//! session (`redlock_core::session`): it alone matches replies to
+//! requests, runs the handshake (judged against the simulated server's own
+//! answers, without network delay), backs off, probes a connection whose
+//! request is overdue and gives it up when it is out of step.
 //!
 //! Layout: `rng` (the seeded generator), `scenario` (what varies between
 //! runs), `clock` (drifting clocks), `server` (the Redis model), `network`
@@ -54,6 +66,7 @@ use core::cmp::Reverse;
 use redlock_core::Servers;
 
 pub use check::{RunReport, Violation};
+pub use network::{SimOwed, SimSession};
 pub use rng::SimRng;
 pub use scenario::{Crashes, Scenario};
 pub use server::{Server, encode_args};
@@ -80,6 +93,12 @@ enum Event {
     },
     /// A client timer (wake generation, to ignore superseded timers).
     Wake {
+        client: usize,
+        generation: u64,
+    },
+    /// A client's sessions want to be checked (a probe to send, a probe
+    /// unanswered), whatever the client does meanwhile (idle, finished).
+    Tend {
         client: usize,
         generation: u64,
     },
@@ -157,10 +176,17 @@ impl Sim {
                 servers: Servers::new(sc.servers).unwrap(),
                 background: Vec::new(),
                 wake_gen: 0,
+                tend_gen: 0,
                 inbox: VecDeque::new(),
             })
             .collect();
-        let conns = vec![vec![Conn::default(); sc.servers]; sc.clients];
+        let conns = (0..sc.clients)
+            .map(|_| {
+                (0..sc.servers)
+                    .map(|_| Conn::new(sc.session_hook))
+                    .collect()
+            })
+            .collect();
         Sim {
             partitioned_until: vec![0; sc.servers],
             sc,
@@ -204,13 +230,17 @@ impl Sim {
                 .iter()
                 .all(|c| matches!(c.state, State::Finished) && c.background.is_empty())
                 && !self.queue.iter().any(|Reverse((_, _, e))| {
-                    matches!(e, Event::CheckLeftBehind { .. } | Event::Deliver { .. })
+                    matches!(
+                        e,
+                        Event::CheckLeftBehind { .. } | Event::Deliver { .. } | Event::Tend { .. }
+                    )
                 })
             {
                 break;
             }
         }
         self.report.end_us = self.now;
+        self.check_in_step();
         self.check_overlaps();
         self.check_fences();
         self.report
@@ -232,6 +262,7 @@ impl Sim {
                 ..
             }
             | Event::Wake { client, .. }
+            | Event::Tend { client, .. }
                 if self.clients[client].paused_until > self.now
                     || !self.clients[client].inbox.is_empty() =>
             {
@@ -249,7 +280,8 @@ impl Sim {
             ev @ (Event::Deliver {
                 to_server: false, ..
             }
-            | Event::Wake { .. }) => self.handle_now(ev),
+            | Event::Wake { .. }
+            | Event::Tend { .. }) => self.handle_now(ev),
             Event::Crash { server } => {
                 let s = &mut self.servers[server];
                 s.up = false;
@@ -291,7 +323,41 @@ impl Sim {
                     self.step(client);
                 }
             }
+            Event::Tend { client, generation } => {
+                if generation == self.clients[client].tend_gen {
+                    self.tend_sessions(client);
+                    self.schedule_tend(client);
+                }
+            }
             other => self.handle(other),
+        }
+    }
+}
+
+impl Sim {
+    /// Checker 7: once every reply was delivered (the run ends with none
+    /// on its way), a session in step awaits none; one that still does was
+    /// kept out of step (a request or reply lost, never found).
+    fn check_in_step(&mut self) {
+        if self.sc.losses_until_ms.is_none()
+            || self
+                .queue
+                .iter()
+                .any(|Reverse((_, _, e))| matches!(e, Event::Deliver { .. }))
+        {
+            return;
+        }
+        for (client, conns) in self.conns.iter().enumerate() {
+            for (server, conn) in conns.iter().enumerate() {
+                let owed = conn.session.owed();
+                if owed > 0 {
+                    self.report.violations.push(Violation::OutOfStep {
+                        client,
+                        server,
+                        owed,
+                    });
+                }
+            }
         }
     }
 }

@@ -4,6 +4,7 @@
 use redlock_core::{Config, Duration, Retry};
 
 use super::SimRng;
+use super::network::SimSession;
 
 /// Server crashes.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -20,7 +21,7 @@ pub struct Crashes {
 }
 
 /// Everything that varies between runs.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Scenario {
     /// The seed of every random choice in the run.
     pub seed: u64,
@@ -69,11 +70,30 @@ pub struct Scenario {
     /// until the validity ends, and counts a round that the core ended as
     /// expired (no majority before the validity ended) as an extension.
     pub late_extensions_count: bool,
+    /// Bytes lost on a live connection (no reset), chances per million per
+    /// message: a request lost before the server reads it, a reply lost
+    /// after the server ran the request, a reply delivered twice, and a
+    /// connection reset between a request the server ran and its reply.
+    pub lose_request_ppm: u64,
+    /// See `lose_request_ppm`.
+    pub lose_reply_ppm: u64,
+    /// See `lose_request_ppm`.
+    pub duplicate_reply_ppm: u64,
+    /// See `lose_request_ppm`.
+    pub reset_before_reply_ppm: u64,
+    /// Those four faults happen only before this many ms of simulated
+    /// time; from then on (plus a settle time), checker 3 applies to them:
+    /// every acquisition of the one client succeeds at its first attempt.
+    pub losses_until_ms: Option<u64>,
+    /// Called on every client's session with every server when it is made:
+    /// a negative control breaks them (`Session::keep_out_of_step`).
+    pub session_hook: Option<fn(&mut SimSession)>,
 }
 
 impl Scenario {
     pub(super) fn quiet(&self) -> bool {
-        self.reset_ppm == 0
+        self.losses_until_ms.is_none()
+            && self.reset_ppm == 0
             && self.partition.0 == 0
             && self.crashes.is_none()
             && self.pause.0 == 0
@@ -86,10 +106,30 @@ impl Scenario {
             .config
             .request_timeout_for(Duration::from_millis(self.ttl_ms))
             .as_micros();
-        self.quiet()
+        (self.quiet() || self.losses_until_ms.is_some())
             && self.clients == 1
             && self.down_from_start * 2 < self.servers
             && 2 * self.delay_us.1 < timeout
+    }
+
+    /// Bytes lost on live connections: one client on 3 or 5 servers, a
+    /// quiet network otherwise, requests and replies lost, replies
+    /// duplicated and connections reset between a request and its reply
+    /// during the first half of the run; checker 3 applies after it.
+    pub fn losing_bytes(seed: u64) -> Scenario {
+        let mut sc = Scenario::liveness(seed);
+        let mut r = SimRng::new(seed ^ 0x5E55_1011);
+        sc.servers = [3, 5][r.range(0, 1) as usize];
+        sc.down_from_start = 0;
+        sc.cycles = r.range(20, 40) as usize;
+        sc.idle_ms = (0, r.range(1, 10));
+        sc.lose_request_ppm = r.range(10_000, 50_000);
+        sc.lose_reply_ppm = r.range(10_000, 50_000);
+        sc.duplicate_reply_ppm = r.range(0, 20_000);
+        sc.reset_before_reply_ppm = r.range(0, 5_000);
+        let cycle_ms = sc.ttl_ms + sc.idle_ms.1;
+        sc.losses_until_ms = Some(cycle_ms * sc.cycles as u64 / 3);
+        sc
     }
 
     /// A liveness scenario: one client, no contention, a minority of servers
@@ -190,6 +230,12 @@ impl Scenario {
             watchdog: false,
             extend_config: None,
             late_extensions_count: false,
+            lose_request_ppm: 0,
+            lose_reply_ppm: 0,
+            duplicate_reply_ppm: 0,
+            reset_before_reply_ppm: 0,
+            losses_until_ms: None,
+            session_hook: None,
         };
         // Drawn last, so that the fields above are what they were before
         // clients had watchdogs.

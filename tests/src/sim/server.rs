@@ -126,6 +126,35 @@ impl Server {
                 let argv = &args[3 + nkeys..];
                 self.run_script(script, keys, argv, real)
             }
+            // The session's probe: its text comes back.
+            b"PING" => match args.get(1) {
+                Some(text) => encode_bulk(text),
+                None => b"+PONG\r\n".to_vec(),
+            },
+            b"SCRIPT" if args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"LOAD")) => {
+                let all = [RELEASE, EXTEND, FENCED_ACQUIRE, FENCE_WRITE, INSPECT];
+                match all
+                    .iter()
+                    .find(|s| s.source.as_bytes() == args[2].as_slice())
+                {
+                    Some(script) => {
+                        if !self.scripts.contains(&script.sha1) {
+                            self.scripts.push(script.sha1);
+                        }
+                        encode_bulk(script.sha1.as_bytes())
+                    }
+                    None => b"-ERR unknown script\r\n".to_vec(),
+                }
+            }
+            b"INFO" => {
+                // One process per incarnation: its run_id.
+                let text = format!(
+                    "# Server\r\nrun_id:{:040x}\r\nuptime_in_seconds:{}\r\n",
+                    self.crashes_since,
+                    real.saturating_sub(self.started_real) / 1_000_000
+                );
+                encode_bulk(text.as_bytes())
+            }
             _ => b"-ERR unknown command\r\n".to_vec(),
         }
     }
@@ -208,4 +237,12 @@ pub fn encode_args(args: &[&[u8]]) -> Vec<u8> {
     let n = cmd.finish().unwrap();
     buf.truncate(n);
     buf
+}
+
+/// The RESP bulk string of `bytes`.
+fn encode_bulk(bytes: &[u8]) -> Vec<u8> {
+    let mut out = format!("${}\r\n", bytes.len()).into_bytes();
+    out.extend_from_slice(bytes);
+    out.extend_from_slice(b"\r\n");
+    out
 }

@@ -105,7 +105,7 @@ impl Sim {
                         h.watchdog_at = Some(h.valid_until);
                     }
                     Err(e) => {
-                        if self.sc.liveness_applies() {
+                        if self.liveness_applies(self.now) {
                             self.report
                                 .violations
                                 .push(Violation::NotExtended { client: c });

@@ -54,7 +54,7 @@
 
 use core::marker::PhantomData;
 
-use redlock_resp::{EncodeError, Reply, Script, encode};
+use redlock_resp::{Command, EncodeError, Reply, Script};
 
 use crate::handshake::{self, Plan, SetupError, Step, Verdict};
 use crate::report::ServerId;
@@ -225,6 +225,9 @@ impl<T, const N: usize> Queue<T> for heapless::Deque<Entry<T>, N> {
     fn len(&self) -> usize {
         heapless::Deque::len(self)
     }
+    fn is_empty(&self) -> bool {
+        heapless::Deque::is_empty(self)
+    }
     fn for_each_mut(&mut self, f: impl FnMut(&mut Entry<T>)) {
         self.iter_mut().for_each(f);
     }
@@ -276,40 +279,43 @@ enum Refusal {
 /// request's owner (a slot and serial, an operation number); `Q` stores
 /// the requests awaited (see [`Queue`]).
 #[derive(Debug, Clone)]
+// LAYOUT: the fields in the order written, the small and busy ones first
+// (the queue's indices lead it): a 32-bit MCU reaches a byte within 32
+// bytes of a structure's start, a `u16` within 64 and a `u32` within 128
+// with a 2-byte instruction, anything further with a 4-byte one.
+#[repr(C)]
 pub struct Session<T, Q> {
     state: State,
-    plan: Plan,
     /// Handshake steps in the plan, written, and judged.
     steps: u8,
     written: u8,
     judged: u8,
-    /// Connecting: the transport must be up by then; in the handshake: it
-    /// must pass by then.
+    /// The server was not reachable when its connection last failed (a
+    /// connect that never came up): an urgent request may not skip the
+    /// backoff.
+    unreachable: bool,
+    /// The length of the `run_id`.
+    run_id_len: u8,
+    plan: Plan,
+    refused: Refusal,
+    /// The probe of the stream's step (see [`poll_probe`](Session::poll_probe)).
+    probe: Probe,
+    failures: u32,
+    owed: Q,
+    /// The session's one timer, by state (each state needs one at most):
+    /// down, a connect may start from then on (the backoff's end);
+    /// connecting, the transport must be up by then; in the handshake, it
+    /// must pass by then; ready with a probe sent, the probe must be
+    /// answered by then.
     deadline: Instant,
-    /// Down: a connect may start from then on.
-    retry_at: Instant,
     /// When the handshake passed.
     ready_at: Instant,
     /// The origin of the entries' deadlines: moved to the present when the
     /// queue is empty (and when the handshake passes).
     base: Instant,
-    failures: u32,
-    /// The server was not reachable when its connection last failed (a
-    /// connect that never came up): an urgent request may not skip the
-    /// backoff.
-    unreachable: bool,
-    refused: Refusal,
     incarnation: Option<Instant>,
-    run_id: heapless::Vec<u8, RUN_ID_LEN>,
-    owed: Q,
-    /// The probe of the stream's step (see [`poll_probe`](Session::poll_probe)).
-    probe: Probe,
-    /// Requests ahead of the probe sent, still to be answered.
-    probe_after: u16,
-    /// The probe sent must be answered by then.
-    probe_due: Instant,
-    /// The number in the next probe's text (unique on a connection).
-    probe_nonce: u32,
+    /// The server's `run_id`, in its first `run_id_len` bytes.
+    run_id: [u8; RUN_ID_LEN],
     /// Test only: a broken session that never probes (it keeps a
     /// connection that lost a request), for the simulation's negative
     /// control.
@@ -324,8 +330,11 @@ enum Probe {
     Idle,
     /// A request is overdue: a probe is to be written.
     Wanted,
-    /// Written, after `probe_after` requests.
-    Sent,
+    /// Written, behind requests of which `after` are still to be
+    /// answered; its answer is due by the session's `deadline`.
+    Sent {
+        after: u16,
+    },
 }
 
 impl<T, Q: Queue<T>> Session<T, Q> {
@@ -339,19 +348,16 @@ impl<T, Q: Queue<T>> Session<T, Q> {
             written: 0,
             judged: 0,
             deadline: Instant::ZERO,
-            retry_at: Instant::ZERO,
             ready_at: Instant::ZERO,
             base: Instant::ZERO,
             failures: 0,
             unreachable: false,
             refused: Refusal::None,
             incarnation: None,
-            run_id: heapless::Vec::new(),
+            run_id: [0; RUN_ID_LEN],
+            run_id_len: 0,
             owed,
             probe: Probe::Idle,
-            probe_after: 0,
-            probe_due: Instant::ZERO,
-            probe_nonce: 0,
             #[cfg(feature = "mutants")]
             keeps_out_of_step: false,
             tag: PhantomData,
@@ -402,7 +408,9 @@ impl<T, Q: Queue<T>> Session<T, Q> {
 
     /// The server's `run_id` from its last handshake (empty if not known).
     pub fn run_id(&self) -> &[u8] {
-        &self.run_id
+        self.run_id
+            .get(..usize::from(self.run_id_len))
+            .unwrap_or_default()
     }
 
     /// Failed attempts in a row.
@@ -425,12 +433,13 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         self.state = State::Down;
         self.written = 0;
         self.judged = 0;
-        self.retry_at = Instant::ZERO;
+        self.deadline = Instant::ZERO;
         self.failures = 0;
         self.unreachable = false;
         self.refused = Refusal::None;
         self.incarnation = None;
-        self.run_id.clear();
+        self.probe = Probe::Idle;
+        self.run_id_len = 0;
         while self.owed.pop_front().is_some() {}
     }
 
@@ -439,13 +448,13 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     /// server was reachable when it last failed.
     pub fn may_connect(&self, now: Instant, urgent: bool) -> bool {
         self.state == State::Down
-            && (now >= self.retry_at
+            && (now >= self.deadline
                 || (urgent && !self.unreachable && self.refused == Refusal::None))
     }
 
     /// The earliest time a connect may start (for a platform that sleeps).
     pub fn retry_at(&self) -> Option<Instant> {
-        (self.state == State::Down).then_some(self.retry_at)
+        (self.state == State::Down).then_some(self.deadline)
     }
 
     /// A connect was started (or, while connecting, moved on to the next
@@ -548,44 +557,40 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     /// A reply on a ready connection: to the probe, or to the oldest
     /// request awaited.
     fn answer(&mut self, reply: &Reply<'_>) -> Result<Event<T>, Close> {
-        let probing = self.probe == Probe::Sent;
-        if probing && self.probe_after == 0 {
-            // Everything before it was answered: in step, unless the reply
-            // is not the probe's own text (a reply was lost, or came twice).
-            self.probe = Probe::Idle;
-            let nonce = self.probe_nonce;
-            self.probe_nonce = nonce.wrapping_add(1);
-            return if is_probe_reply(reply, nonce) {
-                Ok(Event::Probe)
-            } else {
-                Err(self.out_of_step())
+        if let Probe::Sent { after } = self.probe {
+            let probe = is_probe_reply(reply);
+            if after == 0 || probe {
+                // The probe's place: everything before it was answered, in
+                // step if this is the probe's own text (else a reply was
+                // lost, or came twice). Or the probe's answer in a
+                // request's place: a request (or its reply) was lost on the
+                // way (the request stays awaited: lost with the connection).
+                if after == 0 {
+                    self.probe = Probe::Idle;
+                    if probe {
+                        return Ok(Event::Probe);
+                    }
+                }
+                rl_log!(
+                    warn,
+                    "a connection lost a request or a reply (out of step): reconnecting"
+                );
+                return Err(Close::OutOfStep);
+            }
+            // One request ahead of the probe fewer. (`after` never exceeds
+            // the requests awaited, so the one below is there.)
+            self.probe = Probe::Sent {
+                after: after.saturating_sub(1),
             };
         }
-        // The probe's answer in a request's place: a request (or its reply)
-        // was lost on the way. (The request stays awaited: lost with the
-        // connection.)
-        if probing && is_probe_reply(reply, self.probe_nonce) {
-            return Err(self.out_of_step());
-        }
         let entry = self.owed.pop_front().ok_or(Close::Unsolicited)?;
-        if probing {
-            self.probe_after = self.probe_after.saturating_sub(1);
-        }
         Ok(Event::Reply(entry.tag))
     }
 
-    fn out_of_step(&self) -> Close {
-        rl_log!(
-            warn,
-            "a connection lost a request or a reply (out of step): reconnecting"
-        );
-        Close::OutOfStep
-    }
-
-    /// The probe to write now, if one is wanted: a request went unanswered
-    /// for half its time. Write [`encode_probe`] of the number it returns
-    /// (behind the requests written so far), then call
-    /// [`probe_written`](Session::probe_written). Its reply comes after
+    /// True when a probe is to be written now: a request went unanswered
+    /// for half its time. Write [`encode_probe`] (behind the requests
+    /// written so far), then call [`probe_written`](Session::probe_written).
+    /// One probe at a time. Its reply comes after
     /// every earlier request's: if the connection lost a request or a
     /// reply, the probe's text comes back in the place of an older
     /// request's reply (the stream is out of step: the connection is given
@@ -595,16 +600,17 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     /// connection: a release must land after its `SET`). A probe not
     /// answered within the connect timeout gives the connection up
     /// ([`Close::Unanswered`]: the server stalls).
-    pub fn poll_probe(&self) -> Option<u32> {
-        (self.probe == Probe::Wanted).then_some(self.probe_nonce)
+    pub fn poll_probe(&self) -> bool {
+        self.probe == Probe::Wanted
     }
 
     /// The probe of [`poll_probe`](Session::poll_probe) was written.
     pub fn probe_written(&mut self, now: Instant, policy: &Policy) {
         if self.probe == Probe::Wanted {
-            self.probe = Probe::Sent;
-            self.probe_after = u16::try_from(self.owed.len()).unwrap_or(u16::MAX);
-            self.probe_due = now.saturating_add(policy.connect_timeout);
+            self.probe = Probe::Sent {
+                after: u16::try_from(self.owed.len()).unwrap_or(u16::MAX),
+            };
+            self.deadline = now.saturating_add(policy.connect_timeout);
         }
     }
 
@@ -626,8 +632,11 @@ impl<T, Q: Queue<T>> Session<T, Q> {
                     if let Some(other) = twin(id) {
                         return Err(Close::Refused(SetupError::SameServer(other)));
                     }
-                    self.run_id.clear();
-                    let _ = self.run_id.extend_from_slice(id);
+                    // At most `RUN_ID_LEN` bytes: its length fits a `u8`.
+                    if let Some(dst) = self.run_id.get_mut(..id.len()) {
+                        dst.copy_from_slice(id);
+                        self.run_id_len = id.len() as u8;
+                    }
                 }
                 self.incarnation = info.started(now);
             }
@@ -654,25 +663,25 @@ impl<T, Q: Queue<T>> Session<T, Q> {
 
     /// When [`handle_timeout`](Session::handle_timeout) is due next.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        match self.state {
-            State::Down => None,
-            State::Connecting | State::Handshake => Some(self.deadline),
-            State::Ready => match self.probe {
-                Probe::Sent => Some(self.probe_due),
-                // Written at the platform's next write.
-                Probe::Wanted => None,
-                // Broken on purpose: never looks, never gives up.
-                #[cfg(feature = "mutants")]
-                Probe::Idle if self.keeps_out_of_step => None,
-                Probe::Idle => {
-                    let (mut next, mut any) = (u64::MAX, false);
-                    self.owed.for_each(|e| {
-                        next = next.min(e.due());
-                        any = true;
-                    });
-                    any.then(|| self.deadline_of(next))
-                }
-            },
+        match (self.state, self.probe) {
+            (State::Down, _) => None,
+            // A connect, a handshake, or the probe sent.
+            (State::Connecting | State::Handshake, _) | (State::Ready, Probe::Sent { .. }) => {
+                Some(self.deadline)
+            }
+            // Written at the platform's next write.
+            (State::Ready, Probe::Wanted) => None,
+            // Broken on purpose: never looks, never gives up.
+            #[cfg(feature = "mutants")]
+            (State::Ready, Probe::Idle) if self.keeps_out_of_step => None,
+            (State::Ready, Probe::Idle) => {
+                let (mut next, mut any) = (u64::MAX, false);
+                self.owed.for_each(|e| {
+                    next = next.min(e.due());
+                    any = true;
+                });
+                any.then(|| self.deadline_of(next))
+            }
         }
     }
 
@@ -686,7 +695,7 @@ impl<T, Q: Queue<T>> Session<T, Q> {
             return None;
         }
         match (self.state, self.probe) {
-            (State::Ready, Probe::Sent) => {
+            (State::Ready, Probe::Sent { .. }) => {
                 rl_log!(info, "a server did not answer a probe: reconnecting");
                 Some(Close::Unanswered)
             }
@@ -704,14 +713,15 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     /// it again on the next connection: see `Operation`). Decides when the
     /// next connect may start.
     pub fn close(&mut self, now: Instant, why: Close, policy: &Policy, mut lost: impl FnMut(T)) {
-        self.refused = match why {
+        let (refused, mut attempt) = match why {
             Close::Refused(e) => {
                 rl_log!(warn, "a server is not used: {}", e);
-                Refusal::Some(e)
+                (Refusal::Some(e), true)
             }
-            _ => Refusal::None,
+            _ => (Refusal::None, false),
         };
-        let attempt = match self.state {
+        self.refused = refused;
+        attempt |= match self.state {
             State::Down => false,
             State::Connecting => {
                 // It never came up: a release does not skip the backoff for it.
@@ -723,61 +733,47 @@ impl<T, Q: Queue<T>> Session<T, Q> {
             State::Ready => now < self.ready_at.saturating_add(policy.connect_timeout),
         };
         let mut wait = Duration::ZERO;
-        if attempt || matches!(why, Close::Refused(_)) {
+        if attempt {
             self.failures = self.failures.saturating_add(1);
             wait = policy.backoff(self.failures);
         }
         // An established connection that broke reconnects at once.
-        self.retry_at = now.saturating_add(wait);
+        self.deadline = now.saturating_add(wait);
         self.state = State::Down;
         self.written = 0;
         self.judged = 0;
         self.incarnation = None;
         self.probe = Probe::Idle;
-        self.probe_after = 0;
         while let Some(e) = self.owed.pop_front() {
             lost(e.tag);
         }
     }
 }
 
-/// The text of probe number `nonce`: `redlock-probe-` and its digits.
-fn probe_text(nonce: u32, buf: &mut [u8; 24]) -> &[u8] {
-    const PREFIX: &[u8] = b"redlock-probe-";
-    let (head, digits) = buf.split_at_mut(PREFIX.len());
-    head.copy_from_slice(PREFIX);
-    // The digits, last first, then moved to the front of `digits`.
-    let mut n = nonce;
-    let mut len = 0usize;
-    loop {
-        if let Some(d) = digits.get_mut(len) {
-            *d = b'0'.wrapping_add((n % 10) as u8);
-        }
-        len = len.wrapping_add(1);
-        n /= 10;
-        if n == 0 || len >= digits.len() {
-            break;
-        }
-    }
-    if let Some(d) = digits.get_mut(..len) {
-        d.reverse();
-    }
-    buf.get(..PREFIX.len().wrapping_add(len))
-        .unwrap_or_default()
+/// The probe: `PING` with a text that it sends back, encoded once and for
+/// all (`*2`, `$4 PING`, `$13 redlock-probe`): no reply of a lock command
+/// is this bulk string.
+const PROBE: &[u8] = b"*2\r\n$4\r\nPING\r\n$13\r\nredlock-probe\r\n";
+
+/// The probe's text: the 13 bytes after the 19 of `PROBE`'s headers.
+const PROBE_TEXT: &[u8] = PROBE.split_at(19).1.split_at(13).0;
+
+fn is_probe_reply(reply: &Reply<'_>) -> bool {
+    matches!(reply, Reply::Bulk(b) | Reply::Simple(b) if *b == PROBE_TEXT)
 }
 
-fn is_probe_reply(reply: &Reply<'_>, nonce: u32) -> bool {
-    let mut buf = [0u8; 24];
-    let text = probe_text(nonce, &mut buf);
-    matches!(reply, Reply::Bulk(b) | Reply::Simple(b) if *b == text)
-}
-
-/// Encodes probe number `nonce` ([`Session::poll_probe`]): `PING` with the
-/// probe's text, which the server sends back.
-pub fn encode_probe(buf: &mut [u8], nonce: u32) -> Result<usize, EncodeError> {
-    let mut text = [0u8; 24];
-    let text = probe_text(nonce, &mut text);
-    encode::command(buf, &[b"PING", text])
+/// Encodes the probe ([`Session::poll_probe`]): `PING` with the probe's
+/// text, which the server sends back.
+pub fn encode_probe(buf: &mut [u8]) -> Result<usize, EncodeError> {
+    // A copy of the bytes `encode::command` makes of it (a test checks
+    // them): no encoder code for one fixed command.
+    let dst = buf
+        .get_mut(..PROBE.len())
+        .ok_or(EncodeError::BufferTooSmall {
+            needed: PROBE.len(),
+        })?;
+    dst.copy_from_slice(PROBE);
+    Ok(PROBE.len())
 }
 
 /// How to log in to one server: `AUTH [user] password` and `SELECT db`, sent
@@ -851,16 +847,31 @@ pub fn encode_step(
     creds: &Credentials<'_>,
 ) -> Result<usize, EncodeError> {
     let password = creds.password.unwrap_or_default();
-    let source = script.map_or("", |s| s.source).as_bytes();
-    // One `command` call for the steps that are all bytes.
-    let (args, argc): ([&[u8]; 3], usize) = match step {
-        Step::Auth => match creds.user {
-            Some(user) => ([b"AUTH", user, password], 3),
-            None => ([b"AUTH", password, b""], 2),
-        },
-        Step::Select => return encode::select(buf, u64::from(creds.db)),
-        Step::ScriptLoad => ([b"SCRIPT", b"LOAD", source], 3),
-        _ => ([b"INFO", b"server", b""], 2),
+    // One `Command`, its arguments added per step (an array of them per
+    // step, or `encode::select` besides, is more code).
+    let argc = match (step, creds.user) {
+        (Step::Auth, Some(_)) | (Step::ScriptLoad, _) => 3,
+        _ => 2,
     };
-    encode::command(buf, args.get(..argc).unwrap_or_default())
+    let mut cmd = Command::new(buf, argc);
+    match step {
+        Step::Auth => {
+            cmd.arg(b"AUTH");
+            if let Some(user) = creds.user {
+                cmd.arg(user);
+            }
+            cmd.arg(password);
+        }
+        Step::Select => {
+            cmd.arg(b"SELECT").arg_uint(u64::from(creds.db));
+        }
+        Step::ScriptLoad => {
+            let source = script.map_or("", |s| s.source).as_bytes();
+            cmd.arg(b"SCRIPT").arg(b"LOAD").arg(source);
+        }
+        _ => {
+            cmd.arg(b"INFO").arg(b"server");
+        }
+    }
+    cmd.finish()
 }

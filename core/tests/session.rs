@@ -157,20 +157,20 @@ fn probed() -> Session<u32, Owed> {
     // Halfway through the time of any request awaited, not only the oldest.
     assert_eq!(s.poll_timeout(), Some(ms(30)));
     assert_eq!(s.handle_timeout(ms(29)), None);
-    assert_eq!(s.poll_probe(), None);
+    assert!(!s.poll_probe());
     assert_eq!(s.handle_timeout(ms(30)), None, "not given up: probed");
-    assert_eq!(s.poll_probe(), Some(0));
+    assert!(s.poll_probe());
     assert_eq!(s.poll_timeout(), None, "written at the next write");
     let mut buf = [0u8; 64];
-    let n = encode_probe(&mut buf, 0).unwrap();
-    assert_eq!(&buf[..n], b"*2\r\n$4\r\nPING\r\n$15\r\nredlock-probe-0\r\n");
+    let n = encode_probe(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"*2\r\n$4\r\nPING\r\n$13\r\nredlock-probe\r\n");
     s.probe_written(ms(30), &POLICY);
-    assert_eq!(s.poll_probe(), None);
+    assert!(!s.poll_probe());
     assert_eq!(s.poll_timeout(), Some(ms(1_030)), "the connect timeout");
     s
 }
 
-const PROBE_0: Reply<'static> = Reply::Bulk(b"redlock-probe-0");
+const PROBE: Reply<'static> = Reply::Bulk(b"redlock-probe");
 
 #[test]
 fn a_connection_that_lost_a_request_is_found_out_of_step_and_given_up() {
@@ -183,7 +183,7 @@ fn a_connection_that_lost_a_request_is_found_out_of_step_and_given_up() {
         Ok(Event::Reply(1))
     );
     assert_eq!(
-        s.handle_reply(ms(31), &PROBE_0, no_twin),
+        s.handle_reply(ms(31), &PROBE, no_twin),
         Err(Close::OutOfStep)
     );
     let mut lost = Vec::new();
@@ -221,13 +221,13 @@ fn a_slow_connection_stays_in_step_and_is_kept() {
             Ok(Event::Reply(tag))
         );
     }
-    assert_eq!(s.handle_reply(ms(91), &PROBE_0, no_twin), Ok(Event::Probe));
+    assert_eq!(s.handle_reply(ms(91), &PROBE, no_twin), Ok(Event::Probe));
     assert_eq!(s.poll_timeout(), None);
     assert!(s.is_ready());
-    // The next probe has the next number.
+    // The next probe.
     s.push(ms(100), 3, ms(120)).unwrap();
     assert_eq!(s.handle_timeout(ms(110)), None);
-    assert_eq!(s.poll_probe(), Some(1));
+    assert!(s.poll_probe());
     // A request sent behind the probe is answered after it.
     s.probe_written(ms(110), &POLICY);
     s.push(ms(111), 4, ms(200)).unwrap();
@@ -235,10 +235,7 @@ fn a_slow_connection_stays_in_step_and_is_kept() {
         s.handle_reply(ms(112), &Reply::Nil, no_twin),
         Ok(Event::Reply(3))
     );
-    assert_eq!(
-        s.handle_reply(ms(112), &Reply::Bulk(b"redlock-probe-1"), no_twin),
-        Ok(Event::Probe)
-    );
+    assert_eq!(s.handle_reply(ms(112), &PROBE, no_twin), Ok(Event::Probe));
     assert_eq!(
         s.handle_reply(ms(113), &Reply::Nil, no_twin),
         Ok(Event::Reply(4))
@@ -434,9 +431,9 @@ fn a_connection_busy_for_hours_keeps_exact_deadlines() {
         s.handle_timeout(half.saturating_sub(Duration::from_micros(1))),
         None
     );
-    assert_eq!(s.poll_probe(), None);
+    assert!(!s.poll_probe());
     assert_eq!(s.handle_timeout(half), None);
-    assert!(s.poll_probe().is_some());
+    assert!(s.poll_probe());
 }
 
 #[test]
@@ -459,7 +456,7 @@ fn a_deadline_hours_away_is_kept_exactly_behind_an_older_request() {
         None
     );
     assert_eq!(s.handle_timeout(half), None);
-    assert_eq!(s.poll_probe(), Some(0));
+    assert!(s.poll_probe());
 }
 
 #[test]
@@ -490,4 +487,94 @@ fn a_request_held_for_hours_keeps_its_whole_time() {
         s.poll_timeout(),
         Some(ms(5).saturating_add(three_hours.half()))
     );
+}
+
+#[test]
+fn every_step_and_the_probe_are_the_encoders_bytes() {
+    use redlock_core::redlock_resp::{EncodeError, encode};
+    let script = &redlock_core::handshake::SCRIPTS[0];
+    let source = script.source.as_bytes();
+    for creds in [
+        Credentials::NONE,
+        Credentials {
+            user: None,
+            password: Some(b"secret"),
+            db: 12_345,
+        },
+        Credentials {
+            user: Some(b"app"),
+            password: Some(b"pw"),
+            db: u32::MAX,
+        },
+    ] {
+        let password = creds.password.unwrap_or_default();
+        let mut auth = vec![&b"AUTH"[..]];
+        auth.extend(creds.user);
+        auth.push(password);
+        for (step, script, want) in [
+            (Step::Auth, None, auth.clone()),
+            (
+                Step::ScriptLoad,
+                Some(script),
+                vec![&b"SCRIPT"[..], b"LOAD", source],
+            ),
+            (Step::Info, None, vec![&b"INFO"[..], b"server"]),
+        ] {
+            let (mut got, mut expected) = ([0u8; 1024], [0u8; 1024]);
+            let n = encode_step(&mut got, step, script, &creds).unwrap();
+            let m = encode::command(&mut expected, &want).unwrap();
+            assert_eq!(got[..n], expected[..m], "{step:?}");
+            // Into no room: the size, and nothing written.
+            assert_eq!(
+                encode_step(&mut [], step, script, &creds),
+                Err(EncodeError::BufferTooSmall { needed: n })
+            );
+        }
+        let (mut got, mut expected) = ([0u8; 64], [0u8; 64]);
+        let n = encode_step(&mut got, Step::Select, None, &creds).unwrap();
+        let m = encode::select(&mut expected, u64::from(creds.db)).unwrap();
+        assert_eq!(got[..n], expected[..m]);
+    }
+    let (mut got, mut expected) = ([0u8; 64], [0u8; 64]);
+    let n = encode_probe(&mut got).unwrap();
+    let m = encode::command(&mut expected, &[b"PING", b"redlock-probe"]).unwrap();
+    assert_eq!(got[..n], expected[..m]);
+    assert_eq!(
+        encode_probe(&mut got[..n - 1]),
+        Err(EncodeError::BufferTooSmall { needed: n })
+    );
+}
+
+#[test]
+fn a_reset_session_forgets_its_probe() {
+    let mut s = probed();
+    s.reset();
+    assert_eq!(s.poll_timeout(), None);
+    let mut s2 = ready_at(ms(2_000));
+    // As new: the probe sent on the connection before the reset is not
+    // awaited on the next one.
+    s.connecting(ms(2_000), &POLICY);
+    s.connected(ms(2_000), &POLICY);
+    while s.poll_step().is_some() {
+        s.step_written();
+    }
+    let mut k = 0;
+    while s.state() == State::Handshake {
+        let reply = match redlock_core::handshake::step(s.plan(), k).unwrap() {
+            Step::Auth => Reply::Simple(b"OK"),
+            Step::Info => INFO,
+            _ => Reply::Bulk(b"sha"),
+        };
+        s.handle_reply(ms(2_000), &reply, no_twin).unwrap();
+        k += 1;
+    }
+    for s in [&mut s, &mut s2] {
+        assert_eq!(s.poll_timeout(), None, "nothing awaited");
+        assert_eq!(s.handle_timeout(ms(9_000)), None);
+        s.push(ms(9_000), 1, ms(9_100)).unwrap();
+        assert_eq!(
+            s.handle_reply(ms(9_001), &Reply::Nil, no_twin),
+            Ok(Event::Reply(1))
+        );
+    }
 }

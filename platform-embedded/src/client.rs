@@ -3,7 +3,7 @@
 
 use embedded_io::{Read, ReadReady, Write};
 use rand_core::TryCryptoRng;
-use redlock_core::handshake;
+use redlock_core::handshake::{self, Step};
 use redlock_core::redlock_resp::{EncodeError, Parser, Status, script};
 use redlock_core::session::{Close, Event, Policy, Queued, State};
 use redlock_core::{
@@ -19,7 +19,7 @@ use driven::Driven;
 use crate::conn::{Buffers, Conn, move_down};
 use crate::error::Error;
 use crate::net::{Clock, Network};
-use redlock_core::session::Credentials;
+use redlock_core::session::{Credentials, encode_step};
 
 /// Connection settings of a [`Client`]: the core's session policy
 /// (connect timeout, backoff), the same table as the std client's.
@@ -197,13 +197,17 @@ where
         }
         for (conn, creds) in buffers.conns.iter_mut().zip(creds.iter()) {
             // AUTH is the only handshake command whose size depends on the
-            // caller; the others are under the request overhead.
-            let auth = command_len(&[
-                Some(4),
-                creds.user.map(<[u8]>::len),
-                creds.password.map(<[u8]>::len),
-            ]);
-            if creds.password.is_some() && auth > OUT {
+            // caller (the others are under the request overhead), and it is
+            // sent only with a password: its size as the session encodes it
+            // (into no room, which tells the size).
+            let auth = match creds.password {
+                None => 0,
+                Some(_) => match encode_step(&mut [], Step::Auth, None, creds) {
+                    Ok(n) | Err(EncodeError::BufferTooSmall { needed: n }) => n,
+                    Err(_) => usize::MAX,
+                },
+            };
+            if auth > OUT {
                 return Err(Error::BufferTooSmall { needed: auth });
             }
             conn.clear_buffers();
@@ -378,7 +382,16 @@ where
     /// started, as far as the handshakes told.
     fn prepare_servers(&mut self) -> Servers {
         self.prepare();
-        let mut servers = Servers::new(SERVERS).unwrap_or_else(|_| unreachable_servers());
+        // `Servers::new(SERVERS)` was checked when the client was made: the
+        // second turn (one server) is never taken. A loop, not a fallback
+        // call: one copy of the code.
+        let mut n = SERVERS;
+        let mut servers = loop {
+            match Servers::new(n) {
+                Ok(servers) => break servers,
+                Err(_) => n = 1,
+            }
+        };
         for (i, conn) in self.conns.iter().enumerate() {
             if let Some(started) = conn.session.incarnation() {
                 servers.set_incarnation(ServerId(i as u8), started);
@@ -693,12 +706,6 @@ where
         }
         result
     }
-}
-
-/// `Servers::new(SERVERS)` was checked when the client was made.
-#[cold]
-fn unreachable_servers() -> Servers {
-    Servers::new(1).unwrap_or_else(|_| unreachable_servers())
 }
 
 fn confirmed(released: Released) -> Result<Released, Error> {

@@ -2,8 +2,11 @@
 //! decides) and the fixed buffers it moves bytes through.
 
 use heapless::Deque;
+use redlock_core::Instant;
 use redlock_core::redlock_resp::EncodeError;
-use redlock_core::session::{Credentials, Entry, Session, State, encode_step};
+use redlock_core::session::{
+    Credentials, Entry, Policy, Session, State, encode_probe, encode_step,
+};
 
 /// Requests a connection can have unanswered at once besides its handshake:
 /// the running operation's (at most 8 to one server), plus late ones of
@@ -14,20 +17,24 @@ pub(crate) const EXPECT: usize = 12;
 /// The requests a session awaits, tagged with their operation's number.
 pub(crate) type Owed = Deque<Entry<u16>, EXPECT>;
 
+// The fields in the order written: the lengths, then the session, near the
+// start (where a 32-bit MCU reaches them with 2-byte instructions: see the
+// LAYOUT note of the core's `Session`), the buffers last.
+#[repr(C)]
 pub(crate) struct Conn<const IN: usize, const OUT: usize> {
-    /// The core's session: the connection's state and every decision.
-    pub(crate) session: Session<u16, Owed>,
-    pub(crate) inbuf: [u8; IN],
-    pub(crate) filled: usize,
-    pub(crate) out: [u8; OUT],
     pub(crate) out_len: usize,
     pub(crate) out_sent: usize,
+    pub(crate) filled: usize,
     /// A release held until the handshake passes, in the last `held`
     /// bytes of `out`.
     pub(crate) held: usize,
     /// The most bytes a handshake step of this server takes (set by the
     /// client from its credentials): a held release leaves them free.
     pub(crate) reserve: usize,
+    /// The core's session: the connection's state and every decision.
+    pub(crate) session: Session<u16, Owed>,
+    pub(crate) inbuf: [u8; IN],
+    pub(crate) out: [u8; OUT],
 }
 
 impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
@@ -116,24 +123,41 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
         self.out_sent = 0;
     }
 
-    /// Queues as many handshake steps as the session asks for and the
-    /// output buffer takes now. `Err` if a step can never fit (checked when
-    /// the client is made).
-    pub(crate) fn pump_handshake(&mut self, creds: &Credentials<'_>) -> Result<(), EncodeError> {
+    /// Queues what the session asks for and the output buffer takes now:
+    /// the handshake's steps, or the probe of a ready connection (asked
+    /// again while it does not fit). `Err` if a step can never fit
+    /// (checked when the client is made). One loop for both, so that its
+    /// code exists once.
+    pub(crate) fn pump_session(
+        &mut self,
+        creds: &Credentials<'_>,
+        now: Instant,
+        policy: &Policy,
+    ) -> Result<(), EncodeError> {
         self.compact_out();
-        while let Some((step, script)) = self.session.poll_step() {
+        loop {
+            let step = self.session.poll_step();
+            if step.is_none() && !self.session.poll_probe() {
+                return Ok(());
+            }
             let room = OUT.saturating_sub(self.held);
             let free = self.out.get_mut(self.out_len..room).unwrap_or_default();
-            let len = match encode_step(free, step, script, creds) {
+            let written = match step {
+                Some((step, script)) => encode_step(free, step, script, creds),
+                None => encode_probe(free),
+            };
+            let len = match written {
                 Ok(len) => len,
                 // Room later, once the buffer drained; never if it is empty.
-                Err(EncodeError::BufferTooSmall { .. }) if self.out_len > 0 => break,
+                Err(EncodeError::BufferTooSmall { .. }) if self.out_len > 0 => return Ok(()),
                 Err(e) => return Err(e),
             };
             self.out_len = self.out_len.saturating_add(len);
-            self.session.step_written();
+            match step {
+                Some(_) => self.session.step_written(),
+                None => self.session.probe_written(now, policy),
+            }
         }
-        Ok(())
     }
 
     /// True while the connection has bytes to write or read.

@@ -2,7 +2,7 @@
 //! the handshake, giving a connection up), carried out on the network in
 //! the background of operations.
 
-use redlock_core::session::{Close, State, encode_probe};
+use redlock_core::session::{Close, State};
 use redlock_core::{Instant, ServerId};
 
 use super::{Client, Driven};
@@ -128,23 +128,15 @@ where
             let Some(conn) = self.conns.get_mut(i) else {
                 continue;
             };
-            if conn.session.state() == State::Handshake {
+            // The handshake written as far as the buffer and the socket
+            // take it; or a request is overdue, and the session probes the
+            // stream's step (written when the buffer has room; asked again
+            // if not).
+            if conn.session.state() == State::Handshake || conn.session.poll_probe() {
                 let creds = self.creds.get(i).copied().unwrap_or_default();
-                if conn.pump_handshake(&creds).is_err() {
+                if conn.pump_session(&creds, now, &self.options).is_err() {
                     self.fail(i, now, Close::Io, op.as_deref_mut());
                     continue;
-                }
-                self.flush(i, op.as_deref_mut(), now);
-            } else if let Some(nonce) = conn.session.poll_probe() {
-                // A request overdue: the session probes the stream's step
-                // (written when the buffer has room; asked again if not).
-                conn.compact_out();
-                let free = conn.out.get_mut(conn.out_len..).unwrap_or_default();
-                if let Ok(len) = encode_probe(free, nonce) {
-                    if conn.fits(len) {
-                        conn.out_len = conn.out_len.saturating_add(len);
-                        conn.session.probe_written(now, &self.options);
-                    }
                 }
                 self.flush(i, op.as_deref_mut(), now);
             }

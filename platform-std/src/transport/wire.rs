@@ -255,8 +255,8 @@ impl<J: Job> State<J> {
             }
             // A request overdue: the session probes the stream's step
             // (written with the next flush, behind what is queued).
-            if let Some(nonce) = conn.session.poll_probe() {
-                encode_growing(&mut conn.out, |b| encode_probe(b, nonce));
+            if conn.session.poll_probe() {
+                encode_growing(&mut conn.out, encode_probe);
                 conn.session.probe_written(now, &policy);
             }
         }

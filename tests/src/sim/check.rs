@@ -49,6 +49,12 @@ pub enum Violation {
         /// The token.
         token: String,
     },
+    /// The run handled more events than any run needs: something fires
+    /// again and again without time moving on (a broken variant).
+    Stalled {
+        /// The simulated time it stalled at (µs).
+        at: u64,
+    },
     /// A client used the lock after the validity it was given, extensions
     /// included, had ended (checker 5).
     UsedPastValidity {

@@ -219,9 +219,18 @@ impl Sim {
         self.schedule_faults();
         // Bounded: every client does a fixed number of cycles.
         let limit = START + 600_000_000u64;
+        // A broken variant must fail the run, not hang it: a run handles
+        // far fewer events than this (a timer that fires again and again at
+        // one instant would never move the clock on).
+        let mut budget = 2_000_000u64;
         while let Some(Reverse((at, _, ev))) = self.queue.pop() {
             self.now = at;
             if at > limit {
+                break;
+            }
+            budget = budget.saturating_sub(1);
+            if budget == 0 {
+                self.report.violations.push(Violation::Stalled { at });
                 break;
             }
             self.handle(ev);

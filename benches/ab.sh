@@ -37,8 +37,8 @@ for line in open(sys.argv[1]):
     rows.setdefault(f[0], []).append((float(f[2]), float(f[4]), float(f[6])))
 med = {k: [statistics.median(x[i] for x in v) for i in range(3)] for k, v in rows.items()}
 for k, (a, r, c) in med.items():
-    print(f"median {k}: acquire p50 {a:.1} us, release p50 {r:.1} us, CPU {c:.4} s/1000 cycles")
+    print(f"median {k}: acquire p50 {a:.1f} us, release p50 {r:.1f} us, CPU {c:.4f} s/1000 cycles")
 if "old" in med and "new" in med:
     o, n = med["old"], med["new"]
-    print(f"new/old: acquire p50 {n[0]/o[0]:.3}x, release p50 {n[1]/o[1]:.3}x, CPU {n[2]/o[2]:.3}x")
+    print(f"new/old: acquire p50 {n[0]/o[0]:.3f}x, release p50 {n[1]/o[1]:.3f}x, CPU {n[2]/o[2]:.3f}x")
 PY

@@ -138,6 +138,12 @@ impl FaultProxy {
         self.shared.held_upstream.load(Ordering::Relaxed)
     }
 
+    /// What the proxy does now (a one-shot fault that did its work is
+    /// [`Fault::Pass`] again).
+    pub fn fault(&self) -> Fault {
+        self.shared.fault()
+    }
+
     /// Changes what the proxy does from now on.
     pub fn set(&self, fault: Fault) {
         *self

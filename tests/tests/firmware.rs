@@ -248,3 +248,50 @@ fn gateway_latency_next_to_the_std_client() {
         host[3],
     );
 }
+
+/// The gateway's lock cycles through fault proxies, two of which swallow
+/// one `SET` each on a live connection: the firmware's sessions find both
+/// connections out of step and replace them, and every cycle completes
+/// (without the probe, two connections out of step for ever leave no
+/// majority, and the gateway fails).
+#[test]
+fn gateway_recovers_from_requests_lost_on_live_connections() {
+    use redlock_tests::proxy::{Fault, FaultProxy};
+    let s = servers();
+    let proxies: Vec<FaultProxy> = s
+        .iter()
+        .map(|server| FaultProxy::start(server.addr()).unwrap())
+        .collect();
+    let elf = gateway();
+    let ports: Vec<String> = proxies
+        .iter()
+        .map(|p| p.addr().port().to_string())
+        .collect();
+    let args = format!(
+        "{} firmware-lost 0 10000 {} 100",
+        ports.join(" "),
+        fresh_seed()
+    );
+    let mut qemu = Qemu::boot(&elf, &args, LIMIT).expect("QEMU starts");
+    let mut lines = Vec::new();
+    while let Some(line) = qemu.next_line() {
+        eprintln!("firmware: {line}");
+        if line.split(' ').next() == Some("released") {
+            // The latency cycles start now: a SET lost on servers 0 and 1.
+            proxies[0].set(Fault::Swallow(b"SET"));
+            proxies[1].set(Fault::Swallow(b"SET"));
+        }
+        lines.push(line);
+    }
+    let (status, stderr) = qemu.wait();
+    assert!(
+        status.success(),
+        "the gateway failed: {lines:#?}\nQEMU stderr: {stderr}"
+    );
+    assert_eq!(fields(&lines, "latency").last(), Some(&"cycles=100"));
+    for (i, p) in proxies.iter().take(2).enumerate() {
+        assert_eq!(p.fault(), Fault::Pass, "server {i} lost a SET");
+        assert!(p.accepted() >= 2, "server {i} was reconnected");
+    }
+    assert_eq!(proxies[2].accepted(), 1);
+}

@@ -210,8 +210,6 @@ pub trait Queue<T> {
         self.len() == 0
     }
     /// Calls `f` on each, oldest first.
-    fn for_each_mut(&mut self, f: impl FnMut(&mut Entry<T>));
-    /// Calls `f` on each, oldest first.
     fn for_each(&self, f: impl FnMut(&Entry<T>));
 }
 
@@ -227,9 +225,6 @@ impl<T, const N: usize> Queue<T> for heapless::Deque<Entry<T>, N> {
     }
     fn is_empty(&self) -> bool {
         heapless::Deque::is_empty(self)
-    }
-    fn for_each_mut(&mut self, f: impl FnMut(&mut Entry<T>)) {
-        self.iter_mut().for_each(f);
     }
     fn for_each(&self, f: impl FnMut(&Entry<T>)) {
         self.iter().for_each(f);

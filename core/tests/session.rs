@@ -7,7 +7,8 @@
 use redlock_core::handshake::{Plan, SetupError, Step};
 use redlock_core::redlock_resp::{ErrorKind, Reply, ServerError};
 use redlock_core::session::{
-    Close, Credentials, Entry, Event, Policy, Queued, Session, State, encode_probe, encode_step,
+    Close, Credentials, Entry, Event, Policy, Queue, Queued, Session, State, encode_probe,
+    encode_step,
 };
 use redlock_core::{Duration, Instant, ServerId};
 
@@ -397,7 +398,12 @@ fn handshake_steps_are_encoded_as_redis_expects() {
             info_required: true
         }
     );
-    assert!(!format!("{creds:?}").contains("pw\""));
+    let shown = format!("{creds:?}");
+    assert!(!shown.contains("\"pw\""), "{shown}");
+    assert!(
+        shown.contains("\"app\"") && shown.contains("***") && shown.contains('3'),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -577,4 +583,126 @@ fn a_reset_session_forgets_its_probe() {
             Ok(Event::Reply(1))
         );
     }
+}
+
+/// A growable queue, as a platform with a heap keeps one (the trait's own
+/// `is_empty`).
+#[derive(Debug, Default)]
+struct Growable(std::collections::VecDeque<Entry<u32>>);
+
+impl Queue<u32> for Growable {
+    fn push_back(&mut self, entry: Entry<u32>) -> Result<(), Entry<u32>> {
+        self.0.push_back(entry);
+        Ok(())
+    }
+    fn pop_front(&mut self) -> Option<Entry<u32>> {
+        self.0.pop_front()
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn for_each(&self, f: impl FnMut(&Entry<u32>)) {
+        self.0.iter().for_each(f);
+    }
+}
+
+#[test]
+fn a_growable_queue_keeps_each_request_s_own_time() {
+    // Two requests sent 0.5 s apart, the first still awaited: each keeps
+    // its own probe time (the base moves only while nothing is awaited).
+    let mut s: Session<u32, Growable> = Session::new(plan(false), Growable::default());
+    s.connecting(ms(0), &POLICY);
+    s.connected(ms(0), &POLICY);
+    while s.poll_step().is_some() {
+        s.step_written();
+    }
+    let mut k = 0;
+    while s.state() == State::Handshake {
+        let reply = match redlock_core::handshake::step(s.plan(), k).unwrap() {
+            Step::Auth => Reply::Simple(b"OK"),
+            Step::Info => INFO,
+            _ => Reply::Bulk(b"sha"),
+        };
+        s.handle_reply(ms(1), &reply, no_twin).unwrap();
+        k += 1;
+    }
+    assert!(s.is_ready());
+    s.push(ms(10), 1, ms(1_210)).unwrap();
+    s.push(ms(510), 2, ms(1_710)).unwrap();
+    assert_eq!(s.owed(), 2);
+    assert_eq!(s.poll_timeout(), Some(ms(610)));
+    let mut tags = Vec::new();
+    s.for_each_owed(|t| tags.push(*t));
+    assert_eq!(tags, [1, 2]);
+    assert_eq!(
+        s.handle_reply(ms(520), &Reply::Integer(1), no_twin),
+        Ok(Event::Reply(1))
+    );
+    assert_eq!(s.owed(), 1);
+    assert_eq!(s.poll_timeout(), Some(ms(1_110)));
+}
+
+#[test]
+fn a_deadline_past_the_range_is_kept_at_its_end() {
+    // 2^48 µs (8.9 years) after the base at most: a longer one is cut
+    // there, never wrapped round to a near time.
+    let mut s = ready_at(ms(0));
+    let thirty_years = Duration::from_secs(30 * 365 * 24 * 3_600);
+    s.push(ms(0), 1, ms(0).saturating_add(thirty_years))
+        .unwrap();
+    let most = Duration::from_micros((1u64 << 48) - 1);
+    assert_eq!(s.poll_timeout(), Some(ms(0).saturating_add(most)));
+}
+
+#[test]
+fn the_plan_can_change_before_the_first_connect_and_steps_wait_for_the_transport() {
+    let mut s: Session<u32, Owed> = Session::new(plan(false), Owed::new());
+    assert!(!s.is_ready());
+    s.set_plan(Plan {
+        auth: false,
+        select: true,
+        info_required: false,
+    });
+    s.connecting(ms(0), &POLICY);
+    // Nothing is written before the transport is up.
+    s.step_written();
+    assert!(!s.is_ready());
+    s.connected(ms(1), &POLICY);
+    assert!(!s.is_ready());
+    assert_eq!(s.poll_step().map(|(step, _)| step), Some(Step::Select));
+}
+
+#[test]
+fn a_break_at_the_end_of_the_flapping_window_is_not_flapping() {
+    // Ready at 0; the connect timeout is 1 s.
+    let mut flapped = ready_at(ms(0));
+    flapped.close(ms(999), Close::Io, &POLICY, |_| {});
+    assert_eq!(flapped.failures(), 1);
+    let mut s = ready_at(ms(0));
+    s.close(ms(1_000), Close::Io, &POLICY, |_| {});
+    assert_eq!(s.failures(), 0, "an established connection broke");
+    assert!(s.may_connect(ms(1_000), false));
+}
+
+#[test]
+fn every_close_says_what_happened() {
+    let all = [
+        Close::Io,
+        Close::BadReply,
+        Close::Unsolicited,
+        Close::Unanswered,
+        Close::OutOfStep,
+        Close::ConnectTimeout,
+        Close::Stuck,
+        Close::Refused(SetupError::NoUptime),
+    ];
+    let texts: Vec<String> = all.iter().map(ToString::to_string).collect();
+    for (why, text) in all.iter().zip(&texts) {
+        assert!(text.len() > 10, "{why:?}: {text:?}");
+    }
+    let mut unique = texts.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), texts.len(), "{texts:?}");
+    assert!(texts[7].contains("INFO has no uptime_in_seconds"));
 }

@@ -31,9 +31,6 @@ impl Queue<Expect> for Owed {
     fn len(&self) -> usize {
         self.0.len()
     }
-    fn for_each_mut(&mut self, f: impl FnMut(&mut Entry<Expect>)) {
-        self.0.iter_mut().for_each(f);
-    }
     fn for_each(&self, f: impl FnMut(&Entry<Expect>)) {
         self.0.iter().for_each(f);
     }

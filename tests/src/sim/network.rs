@@ -38,9 +38,6 @@ impl Queue<u64> for SimOwed {
     fn len(&self) -> usize {
         self.0.len()
     }
-    fn for_each_mut(&mut self, f: impl FnMut(&mut Entry<u64>)) {
-        self.0.iter_mut().for_each(f);
-    }
     fn for_each(&self, f: impl FnMut(&Entry<u64>)) {
         self.0.iter().for_each(f);
     }

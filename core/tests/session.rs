@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
+extern crate alloc;
+
 use redlock_core::handshake::{Plan, SetupError, Step};
 use redlock_core::redlock_resp::{ErrorKind, Reply, ServerError};
 use redlock_core::session::{
@@ -588,7 +590,7 @@ fn a_reset_session_forgets_its_probe() {
 /// A growable queue, as a platform with a heap keeps one (the trait's own
 /// `is_empty`).
 #[derive(Debug, Default)]
-struct Growable(std::collections::VecDeque<Entry<u32>>);
+struct Growable(alloc::collections::VecDeque<Entry<u32>>);
 
 impl Queue<u32> for Growable {
     fn push_back(&mut self, entry: Entry<u32>) -> Result<(), Entry<u32>> {

@@ -240,6 +240,8 @@ pub enum Queued {
     /// Keep it until [`Event::Ready`], then write it (behind the
     /// handshake, in order).
     Held,
+    /// Write the probe ([`encode_probe`]) and then the request.
+    ProbeFirst,
 }
 
 /// What a reply meant.
@@ -296,6 +298,10 @@ pub struct Session<T, Q> {
     /// The probe of the stream's step (see [`poll_probe`](Session::poll_probe)).
     probe: Probe,
     failures: u32,
+    /// The longest time any request awaited was allowed (µs), since the
+    /// queue was last empty: a probe is awaited at least that long, so that
+    /// a slow server answering within its requests' time is kept.
+    allowance: u32,
     owed: Q,
     /// The session's one timer, by state (each state needs one at most):
     /// down, a connect may start from then on (the backoff's end);
@@ -346,6 +352,7 @@ impl<T, Q: Queue<T>> Session<T, Q> {
             ready_at: Instant::ZERO,
             base: Instant::ZERO,
             failures: 0,
+            allowance: 0,
             unreachable: false,
             refused: Refusal::None,
             incarnation: None,
@@ -495,6 +502,10 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     /// A request tagged `tag`, due by `deadline`, goes to this server:
     /// written now, or held behind the handshake (then its time runs from
     /// when the handshake passes, as long as `deadline` leaves from `now`).
+    /// [`Queued::ProbeFirst`]: a request on this connection is overdue and
+    /// not probed yet; write [`encode_probe`] first, then this request, so
+    /// that a reply owed to an older request that was lost is never taken
+    /// for this one's.
     /// Unanswered for half that time, the session probes the connection's
     /// step (see [`poll_probe`](Session::poll_probe)).
     /// `Err` gives the tag back: with [`Close::Io`] when the session is
@@ -502,20 +513,46 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     /// error, or as refused if [`refused`](Session::refused) says so, and
     /// there is nothing to close), with [`Close::Stuck`] when there is no
     /// room (give the connection up).
-    pub fn push(&mut self, now: Instant, tag: T, deadline: Instant) -> Result<Queued, (T, Close)> {
+    pub fn push(
+        &mut self,
+        now: Instant,
+        tag: T,
+        deadline: Instant,
+        policy: &Policy,
+    ) -> Result<Queued, (T, Close)> {
+        let allowed = deadline.saturating_duration_since(now);
         let (from, queued) = match self.state {
             State::Down => return Err((tag, Close::Io)),
             State::Ready => {
                 if self.owed.is_empty() {
                     self.base = now;
+                    self.allowance = 0;
                 }
-                (self.base, Queued::Write)
+                // An older request overdue, or a probe wanted: the probe
+                // goes first (written by the platform before this request).
+                let first = match self.probe {
+                    Probe::Wanted => true,
+                    Probe::Idle => self.poll_timeout().is_some_and(|t| now >= t),
+                    Probe::Sent { .. } => false,
+                };
+                if first {
+                    self.probe = Probe::Wanted;
+                    self.probe_written(now, policy);
+                }
+                let queued = if first {
+                    Queued::ProbeFirst
+                } else {
+                    Queued::Write
+                };
+                (self.base, queued)
             }
             State::Connecting | State::Handshake => (now, Queued::Held),
         };
+        let micros = u32::try_from(allowed.as_micros()).unwrap_or(u32::MAX);
+        self.allowance = self.allowance.max(micros);
         // Half the time allowed, from now: the probe, answered in a round
         // trip, still finds out within the request's time.
-        let half = deadline.saturating_duration_since(now).half();
+        let half = allowed.half();
         let due = now.saturating_add(half).saturating_duration_since(from);
         match self.owed.push_back(Entry::new(tag, due)) {
             Ok(()) => Ok(queued),
@@ -605,7 +642,10 @@ impl<T, Q: Queue<T>> Session<T, Q> {
             self.probe = Probe::Sent {
                 after: u16::try_from(self.owed.len()).unwrap_or(u16::MAX),
             };
-            self.deadline = now.saturating_add(policy.connect_timeout);
+            // Awaited for the connect timeout, or the longest time a
+            // request it follows was allowed (a slow server is kept).
+            let allowance = Duration::from_micros(u64::from(self.allowance));
+            self.deadline = now.saturating_add(policy.connect_timeout.max(allowance));
         }
     }
 
@@ -657,6 +697,7 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     }
 
     /// When [`handle_timeout`](Session::handle_timeout) is due next.
+    #[inline(never)]
     pub fn poll_timeout(&self) -> Option<Instant> {
         match (self.state, self.probe) {
             (State::Down, _) => None,
@@ -738,6 +779,7 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         self.written = 0;
         self.judged = 0;
         self.incarnation = None;
+        self.allowance = 0;
         self.probe = Probe::Idle;
         while let Some(e) = self.owed.pop_front() {
             lost(e.tag);
@@ -749,6 +791,9 @@ impl<T, Q: Queue<T>> Session<T, Q> {
 /// all (`*2`, `$4 PING`, `$13 redlock-probe`): no reply of a lock command
 /// is this bulk string.
 const PROBE: &[u8] = b"*2\r\n$4\r\nPING\r\n$13\r\nredlock-probe\r\n";
+
+/// The bytes [`encode_probe`] writes.
+pub const PROBE_LEN: usize = PROBE.len();
 
 /// The probe's text: the 13 bytes after the 19 of `PROBE`'s headers.
 const PROBE_TEXT: &[u8] = PROBE.split_at(19).1.split_at(13).0;

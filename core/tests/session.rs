@@ -67,7 +67,7 @@ fn the_handshake_goes_first_and_holds_requests_until_it_passed() {
     s.connecting(ms(0), &POLICY);
     // Nothing to write before the transport is up; requests are held.
     assert_eq!(s.poll_step(), None);
-    assert_eq!(s.push(ms(0), 7, ms(50)), Ok(Queued::Held));
+    assert_eq!(s.push(ms(0), 7, ms(50), &POLICY), Ok(Queued::Held));
     s.connected(ms(5), &POLICY);
     assert_eq!(s.poll_step().map(|(step, _)| step), Some(Step::Auth));
     s.step_written();
@@ -119,7 +119,7 @@ fn the_handshake_goes_first_and_holds_requests_until_it_passed() {
 fn replies_go_to_their_requests_in_order_and_pushes_to_none() {
     let mut s = ready_at(ms(0));
     for tag in [1, 2, 3] {
-        assert_eq!(s.push(ms(1), tag, ms(100)), Ok(Queued::Write));
+        assert_eq!(s.push(ms(1), tag, ms(100), &POLICY), Ok(Queued::Write));
     }
     let push = Reply::Aggregate(
         redlock_core::redlock_resp::Parser::default()
@@ -155,8 +155,8 @@ fn replies_go_to_their_requests_in_order_and_pushes_to_none() {
 /// 20 ms, due at 40), probed at 30 ms (half of request 2's time).
 fn probed() -> Session<u32, Owed> {
     let mut s = ready_at(ms(0));
-    s.push(ms(10), 1, ms(60)).unwrap();
-    s.push(ms(20), 2, ms(40)).unwrap();
+    s.push(ms(10), 1, ms(60), &POLICY).unwrap();
+    s.push(ms(20), 2, ms(40), &POLICY).unwrap();
     // Halfway through the time of any request awaited, not only the oldest.
     assert_eq!(s.poll_timeout(), Some(ms(30)));
     assert_eq!(s.handle_timeout(ms(29)), None);
@@ -228,12 +228,12 @@ fn a_slow_connection_stays_in_step_and_is_kept() {
     assert_eq!(s.poll_timeout(), None);
     assert!(s.is_ready());
     // The next probe.
-    s.push(ms(100), 3, ms(120)).unwrap();
+    s.push(ms(100), 3, ms(120), &POLICY).unwrap();
     assert_eq!(s.handle_timeout(ms(110)), None);
     assert!(s.poll_probe());
     // A request sent behind the probe is answered after it.
     s.probe_written(ms(110), &POLICY);
-    s.push(ms(111), 4, ms(200)).unwrap();
+    s.push(ms(111), 4, ms(200), &POLICY).unwrap();
     assert_eq!(
         s.handle_reply(ms(112), &Reply::Nil, no_twin),
         Ok(Event::Reply(3))
@@ -318,7 +318,11 @@ fn a_refused_handshake_refuses_the_server_until_one_passes() {
     // No AUTH storm: even a release waits for the backoff.
     assert!(!s.may_connect(ms(2), true));
     assert!(s.may_connect(ms(12), false));
-    assert_eq!(s.push(ms(12), 1, ms(20)), Err((1, Close::Io)), "down");
+    assert_eq!(
+        s.push(ms(12), 1, ms(20), &POLICY),
+        Err((1, Close::Io)),
+        "down"
+    );
     let s = ready_at(ms(20));
     assert_eq!(s.refused(), None);
 }
@@ -356,9 +360,9 @@ fn the_same_process_behind_two_entries_is_refused() {
 fn a_full_queue_gives_the_connection_up() {
     let mut s = ready_at(ms(0));
     for tag in 0..4 {
-        assert_eq!(s.push(ms(1), tag, ms(100)), Ok(Queued::Write));
+        assert_eq!(s.push(ms(1), tag, ms(100), &POLICY), Ok(Queued::Write));
     }
-    assert_eq!(s.push(ms(1), 9, ms(100)), Err((9, Close::Stuck)));
+    assert_eq!(s.push(ms(1), 9, ms(100), &POLICY), Err((9, Close::Stuck)));
 }
 
 #[test]
@@ -370,7 +374,7 @@ fn a_handshake_that_does_not_pass_in_time_fails_the_attempt() {
     assert_eq!(s.handle_timeout(ms(1_000)), None);
     s.connected(ms(1_000), &POLICY);
     assert_eq!(s.poll_timeout(), Some(ms(2_000)));
-    s.push(ms(1_000), 1, ms(1_050)).unwrap();
+    s.push(ms(1_000), 1, ms(1_050), &POLICY).unwrap();
     assert_eq!(s.handle_timeout(ms(2_000)), Some(Close::ConnectTimeout));
     let mut lost = Vec::new();
     s.close(ms(2_000), Close::ConnectTimeout, &POLICY, |t| lost.push(t));
@@ -415,14 +419,19 @@ fn a_connection_busy_for_hours_keeps_exact_deadlines() {
     // one.
     let mut s = ready_at(ms(0));
     let mut now = ms(1);
-    s.push(now, 0, now.saturating_add(Duration::from_millis(1_200)))
-        .unwrap();
+    s.push(
+        now,
+        0,
+        now.saturating_add(Duration::from_millis(1_200)),
+        &POLICY,
+    )
+    .unwrap();
     for k in 1..20_000u32 {
         // One new request before the oldest is answered, every 0.5 s:
         // 2.8 hours without the queue ever empty.
         now = now.saturating_add(Duration::from_millis(500));
         let deadline = now.saturating_add(Duration::from_millis(1_200));
-        s.push(now, k, deadline).unwrap();
+        s.push(now, k, deadline, &POLICY).unwrap();
         // The oldest (sent 0.5 s ago) is probed first, at half its time.
         let oldest = now.saturating_add(Duration::from_millis(100));
         assert_eq!(s.poll_timeout(), Some(oldest), "request {k}");
@@ -449,9 +458,10 @@ fn a_deadline_hours_away_is_kept_exactly_behind_an_older_request() {
     // A deadline far after the base (the queue was last empty long ago,
     // at the first push) is neither cut short nor moved.
     let mut s = ready_at(ms(0));
-    s.push(ms(1), 1, ms(10_001)).unwrap();
+    s.push(ms(1), 1, ms(10_001), &POLICY).unwrap();
     let far = Duration::from_secs(100 * 3_600);
-    s.push(ms(2), 2, ms(2).saturating_add(far)).unwrap();
+    s.push(ms(2), 2, ms(2).saturating_add(far), &POLICY)
+        .unwrap();
     assert_eq!(s.poll_timeout(), Some(ms(5_001)));
     assert_eq!(
         s.handle_reply(ms(3), &Reply::Integer(1), no_twin),
@@ -473,7 +483,7 @@ fn a_request_held_for_hours_keeps_its_whole_time() {
     s.connecting(ms(0), &POLICY);
     let three_hours = Duration::from_secs(3 * 3_600);
     assert_eq!(
-        s.push(ms(0), 7, ms(0).saturating_add(three_hours)),
+        s.push(ms(0), 7, ms(0).saturating_add(three_hours), &POLICY),
         Ok(Queued::Held)
     );
     s.connected(ms(1), &POLICY);
@@ -579,7 +589,7 @@ fn a_reset_session_forgets_its_probe() {
     for s in [&mut s, &mut s2] {
         assert_eq!(s.poll_timeout(), None, "nothing awaited");
         assert_eq!(s.handle_timeout(ms(9_000)), None);
-        s.push(ms(9_000), 1, ms(9_100)).unwrap();
+        s.push(ms(9_000), 1, ms(9_100), &POLICY).unwrap();
         assert_eq!(
             s.handle_reply(ms(9_001), &Reply::Nil, no_twin),
             Ok(Event::Reply(1))
@@ -629,8 +639,8 @@ fn a_growable_queue_keeps_each_request_s_own_time() {
         k += 1;
     }
     assert!(s.is_ready());
-    s.push(ms(10), 1, ms(1_210)).unwrap();
-    s.push(ms(510), 2, ms(1_710)).unwrap();
+    s.push(ms(10), 1, ms(1_210), &POLICY).unwrap();
+    s.push(ms(510), 2, ms(1_710), &POLICY).unwrap();
     assert_eq!(s.owed(), 2);
     assert_eq!(s.poll_timeout(), Some(ms(610)));
     let mut tags = Vec::new();
@@ -650,7 +660,7 @@ fn a_deadline_past_the_range_is_kept_at_its_end() {
     // there, never wrapped round to a near time.
     let mut s = ready_at(ms(0));
     let thirty_years = Duration::from_secs(30 * 365 * 24 * 3_600);
-    s.push(ms(0), 1, ms(0).saturating_add(thirty_years))
+    s.push(ms(0), 1, ms(0).saturating_add(thirty_years), &POLICY)
         .unwrap();
     let most = Duration::from_micros((1u64 << 48) - 1);
     assert_eq!(s.poll_timeout(), Some(ms(0).saturating_add(most)));
@@ -707,4 +717,54 @@ fn every_close_says_what_happened() {
     unique.dedup();
     assert_eq!(unique.len(), texts.len(), "{texts:?}");
     assert!(texts[7].contains("INFO has no uptime_in_seconds"));
+}
+
+#[test]
+fn a_request_behind_an_overdue_one_goes_behind_a_probe() {
+    // Request 1 is overdue (its half time passed) and nobody asked the
+    // session since: the next request goes behind a probe, so that the
+    // reply of request 1 (if it was lost) is never taken for its own.
+    let mut s = ready_at(ms(0));
+    s.push(ms(10), 1, ms(60), &POLICY).unwrap();
+    assert_eq!(s.push(ms(40), 2, ms(90), &POLICY), Ok(Queued::ProbeFirst));
+    assert!(!s.poll_probe(), "counted as written");
+    assert_eq!(s.push(ms(41), 3, ms(91), &POLICY), Ok(Queued::Write));
+    let mut lost_case = s.clone();
+    // In step: request 1's reply, the probe's, then the others'.
+    assert_eq!(
+        s.handle_reply(ms(50), &Reply::Integer(1), no_twin),
+        Ok(Event::Reply(1))
+    );
+    assert_eq!(s.handle_reply(ms(50), &PROBE, no_twin), Ok(Event::Probe));
+    assert_eq!(
+        s.handle_reply(ms(51), &Reply::Nil, no_twin),
+        Ok(Event::Reply(2))
+    );
+    // Request 1 lost: the probe's answer comes first, in its place.
+    assert_eq!(
+        lost_case.handle_reply(ms(50), &PROBE, no_twin),
+        Err(Close::OutOfStep)
+    );
+    let mut lost = Vec::new();
+    lost_case.close(ms(50), Close::OutOfStep, &POLICY, |t| lost.push(t));
+    assert_eq!(lost, [1, 2, 3], "no reply was taken for request 2 or 3");
+}
+
+#[test]
+fn a_probe_waits_as_long_as_the_requests_it_follows_were_allowed() {
+    // A request allowed 5 s, over a connect timeout of 1 s: a slow server
+    // answering at 4 s is not given up.
+    let mut s = ready_at(ms(0));
+    s.push(ms(10), 1, ms(5_010), &POLICY).unwrap();
+    assert_eq!(s.handle_timeout(ms(2_510)), None);
+    assert!(s.poll_probe());
+    s.probe_written(ms(2_510), &POLICY);
+    assert_eq!(s.poll_timeout(), Some(ms(7_510)));
+    assert_eq!(s.handle_timeout(ms(4_010)), None);
+    assert_eq!(
+        s.handle_reply(ms(4_010), &Reply::Integer(1), no_twin),
+        Ok(Event::Reply(1))
+    );
+    assert_eq!(s.handle_reply(ms(4_011), &PROBE, no_twin), Ok(Event::Probe));
+    assert!(s.is_ready());
 }

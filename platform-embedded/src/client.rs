@@ -5,7 +5,7 @@ use embedded_io::{Read, ReadReady, Write};
 use rand_core::TryCryptoRng;
 use redlock_core::handshake::{self, Step};
 use redlock_core::redlock_resp::{EncodeError, Parser, Status, script};
-use redlock_core::session::{Close, Event, Policy, Queued, State};
+use redlock_core::session::{Close, Event, PROBE_LEN, Policy, Queued, State};
 use redlock_core::{
     Acquire, Config, Duration, Extend, FenceRepair, FenceRepaired, Inspect, Inspection, Instant,
     Operation, Release, Released, Retry, ServerId, Servers, Transmit,
@@ -511,14 +511,15 @@ where
                 op.lost(now, t.server, refused);
                 return;
             }
+            // (With room for a probe that may have to go first.)
             State::Ready => {
                 conn.compact_out();
-                conn.fits(bytes.len())
+                conn.fits(bytes.len().saturating_add(PROBE_LEN))
             }
             State::Connecting | State::Handshake => t.release && conn.hold(bytes),
         };
         let queued = if room {
-            conn.session.push(now, serial, t.deadline)
+            conn.session.push(now, serial, t.deadline, &self.options)
         } else if conn.session.is_ready() {
             Err((serial, Close::Stuck))
         } else {
@@ -527,8 +528,15 @@ where
             return;
         };
         match queued {
-            Ok(Queued::Write) => conn.queue(bytes),
             Ok(Queued::Held) => {}
+            Ok(queued) => {
+                // A request overdue on this connection: the probe goes
+                // first (SPEC C10).
+                if queued == Queued::ProbeFirst {
+                    conn.queue_probe();
+                }
+                conn.queue(bytes);
+            }
             Err((_, why)) => {
                 // Its output or its queue is full of what it has not
                 // answered: it is stuck.

@@ -113,6 +113,16 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
         }
     }
 
+    /// Appends the session's probe to the output (room for it was checked
+    /// with the request it goes before).
+    pub(crate) fn queue_probe(&mut self) {
+        let end = OUT.saturating_sub(self.held);
+        let free = self.out.get_mut(self.out_len..end).unwrap_or_default();
+        if let Ok(n) = encode_probe(free) {
+            self.out_len = self.out_len.saturating_add(n);
+        }
+    }
+
     /// Moves what is not sent yet to the front of the output.
     pub(crate) fn compact_out(&mut self) {
         let rest = self.out_len.saturating_sub(self.out_sent);

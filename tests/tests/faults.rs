@@ -311,3 +311,48 @@ fn a_release_lost_on_a_live_connection_is_sent_again() {
     assert!(lock.report().count(ServerOutcome::Ok) >= 2);
     c.unlock(&lock).unwrap();
 }
+
+/// A request lost on a live connection while the client then sits idle
+/// (nobody probes): the next calls' requests go behind a probe, so that no
+/// call takes another's reply for its own vote. (Found by review: without
+/// the probe first, `X` was acquired with server 0's vote, which server 0
+/// never gave: it held `X` for someone else.)
+#[test]
+fn after_an_idle_spell_no_call_takes_another_s_reply_for_its_vote() {
+    let (setup, urls) = setup(3, 1);
+    let c = client(&urls, 100);
+    c.unlock(&c.lock(b"warm", Duration::from_secs(5)).unwrap())
+        .unwrap();
+    // Someone else holds X on servers 0 and 1 (a majority).
+    for s in &setup.servers[..2] {
+        s.conn()
+            .unwrap()
+            .request(&[b"SET", b"X", b"someone-else", b"PX", b"30000"])
+            .unwrap();
+    }
+    // Server 0's link swallows one SET; the lock is decided by 1 and 2.
+    setup.proxies[0].set(Fault::Swallow(b"SET"));
+    let a = c.lock(b"A", TTL).unwrap();
+    assert_ne!(a.report().get(ServerId(0)), Some(ServerOutcome::Ok));
+    // Idle, well past half the request timeout: nobody leads, nobody probes.
+    std::thread::sleep(Duration::from_millis(400));
+    let ac = c.to_async().unwrap();
+    let (x, y) = futures::executor::block_on(async {
+        futures::join!(ac.try_lock(b"X", TTL), ac.try_lock(b"Y", TTL))
+    });
+    // S1: X is someone else's on a majority.
+    assert!(
+        matches!(x, Err(Error::Conflict(_) | Error::Unavailable(_))),
+        "{x:?}"
+    );
+    let held_0 = setup.servers[0]
+        .conn()
+        .unwrap()
+        .request(&[b"GET", b"X"])
+        .unwrap();
+    assert_eq!(held_0, Value::Bulk(b"someone-else".to_vec()));
+    // Y is free: taken (on 1 and 2 at least), and released.
+    let y = y.unwrap();
+    assert!(y.report().count(ServerOutcome::Ok) >= 2);
+    futures::executor::block_on(ac.unlock(&y)).unwrap();
+}

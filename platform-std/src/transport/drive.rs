@@ -104,8 +104,15 @@ impl<J: Job> State<J> {
                 serial,
             };
             let bytes = &self.scratch[..t.len];
-            match conn.session.push(now, tag, t.deadline) {
-                Ok(Queued::Write) => {
+            let policy = self.config.policy();
+            match conn.session.push(now, tag, t.deadline, &policy) {
+                Ok(queued @ (Queued::Write | Queued::ProbeFirst)) => {
+                    // A request overdue on this connection: the probe goes
+                    // first, so that the reply of a request the connection
+                    // lost is never taken for this one's (SPEC C10).
+                    if queued == Queued::ProbeFirst {
+                        encode_growing(&mut conn.out, encode_probe);
+                    }
                     // The operation is judged by the incarnation of the
                     // connection its request goes on (another call may
                     // have reconnected since the operation began).
@@ -126,7 +133,12 @@ impl<J: Job> State<J> {
                         log::warn!("redlock: {} stopped answering", conn.url);
                         self.fail_because(i, why, None);
                     }
-                    self.tell_down(op, i, now);
+                    // Told once: through the slot's connection errors when
+                    // it had other requests on the connection, else here.
+                    let bit = 1u16.checked_shl(i as u32).unwrap_or(0);
+                    if self.slots[slot].conn_errors & bit == 0 {
+                        self.tell_down(op, i, now);
+                    }
                 }
             }
         }

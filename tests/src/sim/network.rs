@@ -10,7 +10,7 @@ use alloc::collections::VecDeque;
 use redlock_core::handshake::Plan;
 use redlock_core::redlock_resp::{Reply, Status, parse_reply};
 use redlock_core::session::{
-    Close, Credentials, Entry, Event as SessionEvent, Policy, Queue, Session,
+    Close, Credentials, Entry, Event as SessionEvent, Policy, Queue, Queued, Session,
     State as SessionState, encode_probe, encode_step,
 };
 use redlock_core::{Instant, Operation, ServerId};
@@ -268,9 +268,18 @@ impl Sim {
             self.wake_at_real(c, real);
             return;
         }
-        if self.conns[c][s].session.push(now, op, t.deadline).is_err() {
-            self.close(c, s, Close::Stuck);
-            return;
+        match self.conns[c][s].session.push(now, op, t.deadline, &POLICY) {
+            Ok(Queued::ProbeFirst) => {
+                // An older request overdue: the probe goes first.
+                let mut buf = [0u8; 64];
+                let n = encode_probe(&mut buf).unwrap();
+                self.transmit(c, s, buf[..n].to_vec(), PROBE_OP);
+            }
+            Ok(_) => {}
+            Err(_) => {
+                self.close(c, s, Close::Stuck);
+                return;
+            }
         }
         if self.sc.reset_ppm > 0 && self.rng.chance(self.sc.reset_ppm) {
             self.reset(c, s);

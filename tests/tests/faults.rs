@@ -247,9 +247,10 @@ fn a_server_that_drops_connects_costs_no_connect_timeout_per_call() {
 
 /// A request lost on a live connection (bytes swallowed, no reset) is never
 /// answered: the connection is out of step, and every later reply would be
-/// taken for an older request. The session gives such a connection up at
-/// the request's deadline, so one long-lived client recovers within the
-/// request timeout plus one reconnect.
+/// taken for an older request. The session probes a connection whose
+/// request is unanswered for half its timeout and gives it up when the
+/// probe shows it out of step, so one long-lived client recovers within
+/// about half the request timeout plus one reconnect.
 #[test]
 fn a_request_lost_on_a_live_connection_costs_one_timeout_and_a_reconnect() {
     let (setup, urls) = setup(3, 3);
@@ -355,4 +356,34 @@ fn after_an_idle_spell_no_call_takes_another_s_reply_for_its_vote() {
     let y = y.unwrap();
     assert!(y.report().count(ServerOutcome::Ok) >= 2);
     futures::executor::block_on(ac.unlock(&y)).unwrap();
+}
+
+/// A slow but healthy link (replies later than half the request timeout,
+/// but in order): the session probes it and keeps it, so a release stays
+/// behind its SET on the same connection, and nothing is left behind.
+#[test]
+fn a_slow_link_is_probed_and_kept() {
+    let (setup, urls) = setup(3, 1);
+    let c = client(&urls, 100);
+    c.unlock(&c.lock(b"warm", Duration::from_secs(5)).unwrap())
+        .unwrap();
+    let accepted = setup.proxies[0].accepted();
+    // About 60 ms a round trip through the proxy: past the probe (50 ms),
+    // within the request timeout (100 ms).
+    setup.proxies[0].set(Fault::Delay(Duration::from_millis(30)));
+    for cycle in 0..10 {
+        let lock = c
+            .lock(b"res", TTL)
+            .unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
+        c.unlock(&lock).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        setup.proxies[0].accepted(),
+        accepted,
+        "the connection was kept"
+    );
+    for s in &setup.servers {
+        assert_eq!(get(s), Value::Nil, "nothing left behind");
+    }
 }

@@ -153,25 +153,31 @@ impl Sim {
         if lost.is_empty() {
             return;
         }
-        let server = ServerId(s as u8);
-        let client = &mut self.clients[c];
         for serial in lost {
-            if let Some((_, op)) = client.background.iter_mut().find(|(k, _)| *k == serial) {
-                op.handle_connection_error(now, server);
-            } else if serial == client.op_serial {
-                match &mut client.state {
-                    State::Acquiring { op, .. } => op.handle_connection_error(now, server),
-                    State::Releasing(op) => op.handle_connection_error(now, server),
-                    State::Holding(Holding {
-                        extending: Some((op, _)),
-                        ..
-                    }) => op.handle_connection_error(now, server),
-                    _ => {}
-                }
-            }
+            self.connection_error(c, s, serial, now);
         }
         let now = self.now;
         self.wake_at_real(c, now);
+    }
+
+    /// Tells client `c`'s operation `serial` (running, or draining in the
+    /// background) that its request to `s` is lost.
+    fn connection_error(&mut self, c: usize, s: usize, serial: u64, now: Instant) {
+        let server = ServerId(s as u8);
+        let client = &mut self.clients[c];
+        if let Some((_, op)) = client.background.iter_mut().find(|(k, _)| *k == serial) {
+            op.handle_connection_error(now, server);
+        } else if serial == client.op_serial {
+            match &mut client.state {
+                State::Acquiring { op, .. } => op.handle_connection_error(now, server),
+                State::Releasing(op) => op.handle_connection_error(now, server),
+                State::Holding(Holding {
+                    extending: Some((op, _)),
+                    ..
+                }) => op.handle_connection_error(now, server),
+                _ => {}
+            }
+        }
     }
 
     /// Opens the connection of `c` to `s` if it is down and its session
@@ -248,22 +254,7 @@ impl Sim {
         let now = self.client_now(c);
         if !self.open(c, s, t.release) {
             // Connection refused, or in its backoff: the request is lost.
-            let (epoch, server) = (self.conns[c][s].epoch, ServerId(s as u8));
-            self.conns[c][s].epoch = epoch;
-            let client = &mut self.clients[c];
-            if let Some((_, bg)) = client.background.iter_mut().find(|(k, _)| *k == op) {
-                bg.handle_connection_error(now, server);
-            } else {
-                match &mut client.state {
-                    State::Acquiring { op, .. } => op.handle_connection_error(now, server),
-                    State::Releasing(op) => op.handle_connection_error(now, server),
-                    State::Holding(Holding {
-                        extending: Some((op, _)),
-                        ..
-                    }) => op.handle_connection_error(now, server),
-                    _ => {}
-                }
-            }
+            self.connection_error(c, s, op, now);
             let real = self.now;
             self.wake_at_real(c, real);
             return;

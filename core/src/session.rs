@@ -528,18 +528,7 @@ impl<T, Q: Queue<T>> Session<T, Q> {
                     self.base = now;
                     self.allowance = 0;
                 }
-                // An older request overdue, or a probe wanted: the probe
-                // goes first (written by the platform before this request).
-                let first = match self.probe {
-                    Probe::Wanted => true,
-                    Probe::Idle => self.poll_timeout().is_some_and(|t| now >= t),
-                    Probe::Sent { .. } => false,
-                };
-                if first {
-                    self.probe = Probe::Wanted;
-                    self.probe_written(now, policy);
-                }
-                let queued = if first {
+                let queued = if self.probe_first(now, policy) {
                     Queued::ProbeFirst
                 } else {
                     Queued::Write
@@ -561,6 +550,23 @@ impl<T, Q: Queue<T>> Session<T, Q> {
                 Err((e.tag, Close::Stuck))
             }
         }
+    }
+
+    /// On a ready connection, before a request is written: `true` when an
+    /// older request is overdue, or a probe is wanted, and so the probe
+    /// goes first (written by the platform before this request); it is
+    /// then on its way. Out of line: rarely true, and `push` stays small.
+    #[inline(never)]
+    fn probe_first(&mut self, now: Instant, policy: &Policy) -> bool {
+        let first = match self.probe {
+            Probe::Wanted => true,
+            Probe::Idle => self.poll_timeout().is_some_and(|t| now >= t),
+            Probe::Sent { .. } => false,
+        };
+        if first {
+            self.send_probe(now, policy);
+        }
+        first
     }
 
     /// A reply arrived (in the order the server sent them). `twin` tells
@@ -639,14 +645,20 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     /// The probe of [`poll_probe`](Session::poll_probe) was written.
     pub fn probe_written(&mut self, now: Instant, policy: &Policy) {
         if self.probe == Probe::Wanted {
-            self.probe = Probe::Sent {
-                after: u16::try_from(self.owed.len()).unwrap_or(u16::MAX),
-            };
-            // Awaited for the connect timeout, or the longest time a
-            // request it follows was allowed (a slow server is kept).
-            let allowance = Duration::from_micros(u64::from(self.allowance));
-            self.deadline = now.saturating_add(policy.connect_timeout.max(allowance));
+            self.send_probe(now, policy);
         }
+    }
+
+    /// The probe is on its way: awaited for the connect timeout, or the
+    /// longest time a request it follows was allowed (a slow server is
+    /// kept). Out of line: `push` and `probe_written` share it.
+    #[inline(never)]
+    fn send_probe(&mut self, now: Instant, policy: &Policy) {
+        self.probe = Probe::Sent {
+            after: u16::try_from(self.owed.len()).unwrap_or(u16::MAX),
+        };
+        let allowance = Duration::from_micros(u64::from(self.allowance));
+        self.deadline = now.saturating_add(policy.connect_timeout.max(allowance));
     }
 
     /// C1, fail closed: the reply to the next handshake step.

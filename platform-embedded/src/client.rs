@@ -529,14 +529,9 @@ where
         };
         match queued {
             Ok(Queued::Held) => {}
-            Ok(queued) => {
-                // A request overdue on this connection: the probe goes
-                // first (SPEC C10).
-                if queued == Queued::ProbeFirst {
-                    conn.queue_probe();
-                }
-                conn.queue(bytes);
-            }
+            // A request overdue on this connection: the probe goes first
+            // (SPEC C10).
+            Ok(queued) => conn.queue(bytes, queued == Queued::ProbeFirst),
             Err((_, why)) => {
                 // Its output or its queue is full of what it has not
                 // answered: it is stuck.

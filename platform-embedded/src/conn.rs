@@ -104,22 +104,21 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
             .is_some_and(|end| end <= OUT.saturating_sub(self.held))
     }
 
-    /// Appends `bytes` to the output (checked with [`fits`](Conn::fits)).
-    pub(crate) fn queue(&mut self, bytes: &[u8]) {
+    /// Appends `bytes` to the output, behind the session's probe if
+    /// `probe_first` (room for both was checked with [`fits`](Conn::fits)).
+    /// Out of line: the caller keeps fewer values live across it.
+    #[inline(never)]
+    pub(crate) fn queue(&mut self, bytes: &[u8], probe_first: bool) {
+        if probe_first {
+            let free = self.out.get_mut(self.out_len..).unwrap_or_default();
+            if let Ok(n) = encode_probe(free) {
+                self.out_len = self.out_len.saturating_add(n);
+            }
+        }
         let end = self.out_len.saturating_add(bytes.len());
         if let Some(dst) = self.out.get_mut(self.out_len..end) {
             dst.copy_from_slice(bytes);
             self.out_len = end;
-        }
-    }
-
-    /// Appends the session's probe to the output (room for it was checked
-    /// with the request it goes before).
-    pub(crate) fn queue_probe(&mut self) {
-        let end = OUT.saturating_sub(self.held);
-        let free = self.out.get_mut(self.out_len..end).unwrap_or_default();
-        if let Ok(n) = encode_probe(free) {
-            self.out_len = self.out_len.saturating_add(n);
         }
     }
 

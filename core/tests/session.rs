@@ -42,14 +42,20 @@ fn ready_at(at: Instant) -> Session<u32, Owed> {
     assert!(s.may_connect(at, false));
     s.connecting(at, &POLICY);
     s.connected(at, &POLICY);
+    pass_handshake(&mut s, at);
+    s
+}
+
+/// Writes every handshake step of `s` and passes each at `at`; the last
+/// one makes it ready.
+fn pass_handshake<Q: Queue<u32>>(s: &mut Session<u32, Q>, at: Instant) {
     while s.poll_step().is_some() {
         s.step_written();
     }
     let mut last = None;
     let mut k = 0;
     while s.state() == State::Handshake {
-        let step = redlock_core::handshake::step(s.plan(), k).unwrap();
-        let reply = match step {
+        let reply = match redlock_core::handshake::step(s.plan(), k).unwrap() {
             Step::Auth => Reply::Simple(b"OK"),
             Step::ScriptLoad => Reply::Bulk(b"0123456789012345678901234567890123456789"),
             _ => INFO,
@@ -58,7 +64,6 @@ fn ready_at(at: Instant) -> Session<u32, Owed> {
         k += 1;
     }
     assert_eq!(last, Some(Event::Ready));
-    s
 }
 
 #[test]
@@ -487,19 +492,7 @@ fn a_request_held_for_hours_keeps_its_whole_time() {
         Ok(Queued::Held)
     );
     s.connected(ms(1), &POLICY);
-    while s.poll_step().is_some() {
-        s.step_written();
-    }
-    let mut k = 0;
-    while s.state() == State::Handshake {
-        let reply = match redlock_core::handshake::step(s.plan(), k).unwrap() {
-            Step::Auth => Reply::Simple(b"OK"),
-            Step::Info => INFO,
-            _ => Reply::Bulk(b"sha"),
-        };
-        s.handle_reply(ms(5), &reply, no_twin).unwrap();
-        k += 1;
-    }
+    pass_handshake(&mut s, ms(5));
     // Its time runs from the handshake's end, all of it: probed halfway.
     assert_eq!(
         s.poll_timeout(),
@@ -573,19 +566,7 @@ fn a_reset_session_forgets_its_probe() {
     // awaited on the next one.
     s.connecting(ms(2_000), &POLICY);
     s.connected(ms(2_000), &POLICY);
-    while s.poll_step().is_some() {
-        s.step_written();
-    }
-    let mut k = 0;
-    while s.state() == State::Handshake {
-        let reply = match redlock_core::handshake::step(s.plan(), k).unwrap() {
-            Step::Auth => Reply::Simple(b"OK"),
-            Step::Info => INFO,
-            _ => Reply::Bulk(b"sha"),
-        };
-        s.handle_reply(ms(2_000), &reply, no_twin).unwrap();
-        k += 1;
-    }
+    pass_handshake(&mut s, ms(2_000));
     for s in [&mut s, &mut s2] {
         assert_eq!(s.poll_timeout(), None, "nothing awaited");
         assert_eq!(s.handle_timeout(ms(9_000)), None);
@@ -625,19 +606,7 @@ fn a_growable_queue_keeps_each_request_s_own_time() {
     let mut s: Session<u32, Growable> = Session::new(plan(false), Growable::default());
     s.connecting(ms(0), &POLICY);
     s.connected(ms(0), &POLICY);
-    while s.poll_step().is_some() {
-        s.step_written();
-    }
-    let mut k = 0;
-    while s.state() == State::Handshake {
-        let reply = match redlock_core::handshake::step(s.plan(), k).unwrap() {
-            Step::Auth => Reply::Simple(b"OK"),
-            Step::Info => INFO,
-            _ => Reply::Bulk(b"sha"),
-        };
-        s.handle_reply(ms(1), &reply, no_twin).unwrap();
-        k += 1;
-    }
+    pass_handshake(&mut s, ms(1));
     assert!(s.is_ready());
     s.push(ms(10), 1, ms(1_210), &POLICY).unwrap();
     s.push(ms(510), 2, ms(1_710), &POLICY).unwrap();

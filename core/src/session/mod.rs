@@ -54,11 +54,18 @@
 
 use core::marker::PhantomData;
 
-use redlock_resp::{Command, EncodeError, Reply, Script};
+use redlock_resp::{Reply, Script};
 
 use crate::handshake::{self, Plan, SetupError, Step, Verdict};
 use crate::report::ServerId;
 use crate::time::{Duration, Instant};
+
+mod encode;
+mod queue;
+
+use encode::is_probe_reply;
+pub use encode::{Credentials, PROBE_LEN, encode_probe, encode_step};
+pub use queue::{Entry, Queue};
 
 /// The longest `run_id` kept (Redis and Valkey use 40 hex characters).
 pub const RUN_ID_LEN: usize = 40;
@@ -158,76 +165,6 @@ impl core::fmt::Display for Close {
             Close::Stuck => f.write_str("too many requests unanswered"),
             Close::Refused(why) => write!(f, "not used: {why}"),
         }
-    }
-}
-
-/// A request the session waits for a reply to: its owner's tag, and when it
-/// is due. Eight bytes with a `u16` tag: a firmware keeps a dozen per
-/// server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Entry<T> {
-    /// The platform's tag of the request's owner.
-    pub tag: T,
-    /// Written: its deadline, in microseconds after the session's `base`.
-    /// Held behind the handshake: the microseconds it is allowed from when
-    /// the handshake passes. 48 bits (8.9 years), in two parts, the high
-    /// one in what would be padding after a `u16` tag: no deadline is ever
-    /// too far to keep exactly, so `base` never has to move under waiting
-    /// entries.
-    due_low: u32,
-    due_high: u16,
-}
-
-impl<T> Entry<T> {
-    /// The largest `due`: 2^48 - 1 microseconds.
-    const MAX_DUE: u64 = (1 << 48) - 1;
-
-    fn new(tag: T, due: Duration) -> Self {
-        let due = due.as_micros().min(Self::MAX_DUE);
-        Entry {
-            tag,
-            due_low: due as u32,
-            due_high: (due >> 32) as u16,
-        }
-    }
-
-    fn due(&self) -> u64 {
-        u64::from(self.due_low) | (u64::from(self.due_high) << 32)
-    }
-}
-
-/// The storage of the requests a session waits for, oldest first: a
-/// `heapless::Deque` (fixed room) or a platform's growable queue.
-pub trait Queue<T> {
-    /// Appends `entry`; gives it back when there is no room.
-    fn push_back(&mut self, entry: Entry<T>) -> Result<(), Entry<T>>;
-    /// Takes the oldest.
-    fn pop_front(&mut self) -> Option<Entry<T>>;
-    /// How many there are.
-    fn len(&self) -> usize;
-    /// True when there are none.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// Calls `f` on each, oldest first.
-    fn for_each(&self, f: impl FnMut(&Entry<T>));
-}
-
-impl<T, const N: usize> Queue<T> for heapless::Deque<Entry<T>, N> {
-    fn push_back(&mut self, entry: Entry<T>) -> Result<(), Entry<T>> {
-        heapless::Deque::push_back(self, entry)
-    }
-    fn pop_front(&mut self) -> Option<Entry<T>> {
-        heapless::Deque::pop_front(self)
-    }
-    fn len(&self) -> usize {
-        heapless::Deque::len(self)
-    }
-    fn is_empty(&self) -> bool {
-        heapless::Deque::is_empty(self)
-    }
-    fn for_each(&self, f: impl FnMut(&Entry<T>)) {
-        self.iter().for_each(f);
     }
 }
 
@@ -797,133 +734,4 @@ impl<T, Q: Queue<T>> Session<T, Q> {
             lost(e.tag);
         }
     }
-}
-
-/// The probe: `PING` with a text that it sends back, encoded once and for
-/// all (`*2`, `$4 PING`, `$13 redlock-probe`): no reply of a lock command
-/// is this bulk string.
-const PROBE: &[u8] = b"*2\r\n$4\r\nPING\r\n$13\r\nredlock-probe\r\n";
-
-/// The bytes [`encode_probe`] writes.
-pub const PROBE_LEN: usize = PROBE.len();
-
-/// The probe's text: the 13 bytes after the 19 of `PROBE`'s headers.
-const PROBE_TEXT: &[u8] = PROBE.split_at(19).1.split_at(13).0;
-
-fn is_probe_reply(reply: &Reply<'_>) -> bool {
-    matches!(reply, Reply::Bulk(b) | Reply::Simple(b) if *b == PROBE_TEXT)
-}
-
-/// Encodes the probe ([`Session::poll_probe`]): `PING` with the probe's
-/// text, which the server sends back.
-pub fn encode_probe(buf: &mut [u8]) -> Result<usize, EncodeError> {
-    // A copy of the bytes `encode::command` makes of it (a test checks
-    // them): no encoder code for one fixed command.
-    let dst = buf
-        .get_mut(..PROBE.len())
-        .ok_or(EncodeError::BufferTooSmall {
-            needed: PROBE.len(),
-        })?;
-    dst.copy_from_slice(PROBE);
-    Ok(PROBE.len())
-}
-
-/// How to log in to one server: `AUTH [user] password` and `SELECT db`, sent
-/// on every new connection before anything else and judged fail-closed.
-///
-/// `Debug` never shows the password.
-#[derive(Clone, Copy, Default, PartialEq, Eq)]
-pub struct Credentials<'a> {
-    /// The ACL user (`AUTH user password`); `None` sends `AUTH password`.
-    pub user: Option<&'a [u8]>,
-    /// The password; `None` sends no `AUTH`.
-    pub password: Option<&'a [u8]>,
-    /// The database (`SELECT db` when not 0).
-    pub db: u32,
-}
-
-impl core::fmt::Debug for Credentials<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Credentials")
-            .field(
-                "user",
-                &self.user.map(|u| core::str::from_utf8(u).unwrap_or("?")),
-            )
-            .field("password", &self.password.map(|_| "***"))
-            .field("db", &self.db)
-            .finish()
-    }
-}
-
-#[cfg(feature = "defmt")]
-impl defmt::Format for Credentials<'_> {
-    fn format(&self, f: defmt::Formatter<'_>) {
-        defmt::write!(
-            f,
-            "Credentials {{ user: {}, password: {}, db: {} }}",
-            self.user,
-            if self.password.is_some() {
-                "***"
-            } else {
-                "none"
-            },
-            self.db
-        )
-    }
-}
-
-impl Credentials<'_> {
-    /// No `AUTH`, database 0.
-    pub const NONE: Credentials<'static> = Credentials {
-        user: None,
-        password: None,
-        db: 0,
-    };
-
-    /// The handshake plan of a server with these credentials.
-    pub fn plan(&self, info_required: bool) -> Plan {
-        Plan {
-            auth: self.password.is_some(),
-            select: self.db != 0,
-            info_required,
-        }
-    }
-}
-
-/// Encodes handshake step `step` (loading `script`, for a `SCRIPT LOAD`) of
-/// a server with `creds` into `buf`.
-pub fn encode_step(
-    buf: &mut [u8],
-    step: Step,
-    script: Option<&Script>,
-    creds: &Credentials<'_>,
-) -> Result<usize, EncodeError> {
-    let password = creds.password.unwrap_or_default();
-    // One `Command`, its arguments added per step (an array of them per
-    // step, or `encode::select` besides, is more code).
-    let argc = match (step, creds.user) {
-        (Step::Auth, Some(_)) | (Step::ScriptLoad, _) => 3,
-        _ => 2,
-    };
-    let mut cmd = Command::new(buf, argc);
-    match step {
-        Step::Auth => {
-            cmd.arg(b"AUTH");
-            if let Some(user) = creds.user {
-                cmd.arg(user);
-            }
-            cmd.arg(password);
-        }
-        Step::Select => {
-            cmd.arg(b"SELECT").arg_uint(u64::from(creds.db));
-        }
-        Step::ScriptLoad => {
-            let source = script.map_or("", |s| s.source).as_bytes();
-            cmd.arg(b"SCRIPT").arg(b"LOAD").arg(source);
-        }
-        _ => {
-            cmd.arg(b"INFO").arg(b"server");
-        }
-    }
-    cmd.finish()
 }

@@ -211,7 +211,7 @@ impl Conn {
     pub(super) fn fail(
         &mut self,
         registry: &Registry,
-        config: &ConnConfig,
+        policy: &Policy,
         now: Instant,
         why: Close,
         text: Option<String>,
@@ -258,7 +258,7 @@ impl Conn {
             Close::Refused(e) => Some((e, text.unwrap_or_else(|| e.to_string()))),
             _ => None,
         };
-        self.session.close(now, why, &config.policy(), lost);
+        self.session.close(now, why, policy, lost);
         self.out.clear();
         self.held.clear();
         self.releases_held = false;

@@ -104,8 +104,7 @@ impl<J: Job> State<J> {
                 serial,
             };
             let bytes = &self.scratch[..t.len];
-            let policy = self.config.policy();
-            match conn.session.push(now, tag, t.deadline, &policy) {
+            match conn.session.push(now, tag, t.deadline, &self.policy) {
                 Ok(queued @ (Queued::Write | Queued::ProbeFirst)) => {
                     // A request overdue on this connection: the probe goes
                     // first, so that the reply of a request the connection

@@ -156,6 +156,8 @@ struct State<J: Job> {
     /// [`Transport`], which reads it without the lock.
     resolve_wanted: Arc<AtomicU16>,
     config: ConnConfig,
+    /// The sessions' policy, from `config` (once, not per request).
+    policy: Policy,
     /// The origin of the core's clock (see [`Transport::epoch`]).
     epoch: StdInstant,
 }
@@ -326,6 +328,7 @@ impl<J: Job> Transport<J> {
             slot_tasks: VecDeque::new(),
             lead: Leadership::default(),
             resolve_wanted: resolve_wanted.clone(),
+            policy: config.policy(),
             config,
             epoch: now,
         };

@@ -8,8 +8,8 @@ impl Conn {
     /// `AUTH`, `SELECT`, `SCRIPT LOAD` of every script, `INFO server`) is
     /// written first. Requests the session holds wait until every reply was
     /// judged good.
-    pub(super) fn start_handshake(&mut self, now: Instant, config: &ConnConfig) {
-        self.session.connected(now, &config.policy());
+    pub(super) fn start_handshake(&mut self, now: Instant, policy: &Policy) {
+        self.session.connected(now, policy);
         self.out.clear();
         self.filled = 0;
         let creds = credentials(&self.url);

@@ -699,8 +699,8 @@ fn debug_never_shows_the_auth_bytes() {
     let mut st = t.lock();
     assert!(st.ensure_connecting(0, false));
     // As once the connect completes: the handshake is queued.
-    let (now, config) = (st.now(), st.config);
-    st.conns[0].start_handshake(now, &config);
+    let (now, policy) = (st.now(), st.policy);
+    st.conns[0].start_handshake(now, &policy);
     assert!(st.conns[0].out.windows(6).any(|w| w == b"sekret"));
     let shown = format!("{:?} {:?}", *st, st.conns[0]);
     assert!(!shown.contains("sekret"), "{shown}");

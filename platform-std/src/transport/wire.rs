@@ -56,7 +56,7 @@ impl<J: Job> State<J> {
 
     pub(super) fn connect(&mut self, i: usize) -> Result<(), ConnectError> {
         let now = self.now();
-        let policy = self.config.policy();
+        let policy = self.policy;
         let conn = &mut self.conns[i];
         conn.failure_note = None;
         // The session is connecting from here on (a failure below closes
@@ -128,7 +128,7 @@ impl<J: Job> State<J> {
     /// yet); with no address left, the connection fails.
     pub(super) fn fail_connect(&mut self, i: usize) {
         let now = self.now();
-        let policy = self.config.policy();
+        let policy = self.policy;
         let conn = &mut self.conns[i];
         if let Some(mut s) = conn.stream.take() {
             let _ = self.registry.deregister(s.tcp_mut());
@@ -158,7 +158,7 @@ impl<J: Job> State<J> {
             conns,
             slots,
             registry,
-            config,
+            policy,
             ..
         } = self;
         let Some(conn) = conns.get_mut(i) else {
@@ -166,7 +166,7 @@ impl<J: Job> State<J> {
         };
         conn.fail(
             registry,
-            config,
+            policy,
             now,
             why,
             text,
@@ -237,7 +237,7 @@ impl<J: Job> State<J> {
     /// connection was given up first, so that a release on it is sent
     /// again on the next connection.
     pub(super) fn expire_sessions(&mut self, now: Instant) {
-        let policy = self.config.policy();
+        let policy = self.policy;
         for i in 0..self.conns.len() {
             let conn = &mut self.conns[i];
             if !conn.is_up() {
@@ -319,7 +319,7 @@ impl<J: Job> State<J> {
             };
             match ready {
                 Some(true) => {
-                    let config = self.config;
+                    let policy = self.policy;
                     let conn = &mut self.conns[i];
                     log::debug!("redlock: connected to {}", conn.url);
                     // (What an earlier address or attempt failed with is
@@ -327,7 +327,7 @@ impl<J: Job> State<J> {
                     conn.failure_note = None;
                     // The handshake goes first on the new connection, as
                     // the core plans it.
-                    conn.start_handshake(now, &config);
+                    conn.start_handshake(now, &policy);
                     if self.flush(i).is_err() {
                         self.fail(i);
                     }

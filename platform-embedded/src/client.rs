@@ -454,9 +454,9 @@ where
                 Some(op) => {
                     now = self.clock.now();
                     // The sessions first, at the same time: a connection
-                    // given up for a request unanswered past its deadline
-                    // tells the operation before the operation times it
-                    // out, so that a release on it is sent again. The same
+                    // given up (out of step, a probe unanswered) tells the
+                    // operation before the operation times it out, so that
+                    // a release on it is sent again. The same
                     // pass as at the top of the loop (one copy of its code):
                     // it also moves the connections on, and returns the
                     // earliest deadline of any session.

@@ -698,9 +698,9 @@ fn proxied<const N: usize>() -> (Vec<RedisServer>, Vec<FaultProxy>, [SocketAddr;
 
 #[test]
 fn a_request_lost_on_a_live_connection_costs_one_timeout_and_a_reconnect() {
-    // The session gives a connection up once a request on it went
-    // unanswered past its deadline: later replies would be taken for older
-    // requests (out of step).
+    // The session probes a connection whose request is unanswered for half
+    // its time, and gives it up when the probe shows it out of step (later
+    // replies would be taken for older requests).
     let (servers, proxies, addrs) = proxied::<3>();
     let mut c = client::<3>(addrs, config());
     assert_eq!(c.connect(), 3);

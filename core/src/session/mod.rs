@@ -19,6 +19,7 @@
 //!    [`step_written`](Session::step_written) after each.
 //! 3. **Requests.** Give every request to [`push`](Session::push) with the
 //!    owner's tag and its deadline: [`Queued::Write`] means write it now,
+//!    [`Queued::ProbeFirst`] means write [`encode_probe`] and then it,
 //!    [`Queued::Held`] means keep it until the session is
 //!    [`Ready`](State::Ready) ([`Event::Ready`]), then write every held
 //!    request in order. Nothing but the handshake is written before that
@@ -30,7 +31,9 @@
 //!    owner that is gone makes it a stale reply, dropped).
 //! 5. **Time.** Call [`handle_timeout`](Session::handle_timeout) at
 //!    [`poll_timeout`](Session::poll_timeout), after reading what arrived
-//!    and before the operations' own timeouts at the same `now`.
+//!    and before the operations' own timeouts at the same `now`; then, if
+//!    [`poll_probe`](Session::poll_probe) says so, write [`encode_probe`]
+//!    and call [`probe_written`](Session::probe_written).
 //! 6. **Close.** Whenever a call returns a [`Close`], or the platform sees
 //!    the transport fail ([`Close::Io`]), close the socket and call
 //!    [`close`](Session::close): it hands back the tag of every request
@@ -46,7 +49,9 @@
 //! | backoff | a failed connect, a refused or timed-out handshake, or a connection that breaks within [`Policy::connect_timeout`] of passing its handshake (flapping) waits `backoff_min * 2^(failures-1)`, at most `backoff_max`; an established connection that breaks reconnects at once |
 //! | urgent requests (releases) | may reconnect during the backoff if the server was reachable when it last failed (not refused, and not a connect that never came up) |
 //! | what waits behind a handshake | every request pushed before the session is ready, up to the platform's room |
-//! | a request unanswered past its deadline | the connection is given up ([`Close::Unanswered`]): a stream that lost a request is out of step, and every later reply would be taken for an older request |
+//! | a request unanswered for half its time | a probe (`PING redlock-probe`) is written behind it; a request pushed while one is overdue and not probed yet goes behind a probe ([`Queued::ProbeFirst`]) |
+//! | the probe's answer in a request's place, or another reply in the probe's | the connection is given up ([`Close::OutOfStep`]): it lost a request or a reply, and every later reply would be taken for an older request |
+//! | a probe unanswered within the connect timeout, or the longest time a request it follows was allowed | the connection is given up ([`Close::Unanswered`]): the server stalls; a slow server whose replies come in order is kept |
 //! | a reply for no request | the connection is given up ([`Close::Unsolicited`]) |
 //! | the owed queue is full | the connection is given up ([`Close::Stuck`]): the server stopped answering |
 //! | the twin check (C3) | a `run_id` already known for another entry refuses this one ([`SetupError::SameServer`]) |

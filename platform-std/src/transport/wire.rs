@@ -220,7 +220,8 @@ impl<J: Job> State<J> {
     }
 
     /// The earliest time a session wants to be asked again: a connect or a
-    /// handshake past its timeout, a request unanswered past its deadline.
+    /// handshake past its timeout, a request unanswered for half its time
+    /// (to probe), a probe unanswered.
     pub(super) fn session_deadline(&self) -> Option<StdInstant> {
         self.conns
             .iter()
@@ -229,13 +230,14 @@ impl<J: Job> State<J> {
             .map(|t| std_instant(self.epoch, t))
     }
 
-    /// Gives up the connections whose session says so at `now` (a handshake
-    /// that did not pass in time, a request unanswered past its deadline:
-    /// the stream may have lost it and be out of step). Called after the
-    /// replies that arrived were read, and before the operations check
-    /// their own deadlines at the same `now`: an operation learns that its
-    /// connection was given up first, so that a release on it is sent
-    /// again on the next connection.
+    /// Checks every session at `now`: gives up the connections it says to
+    /// (a handshake that did not pass in time, a probe unanswered), and
+    /// writes the probes it wants (a request unanswered for half its time).
+    /// Called after the replies that arrived were read (a reply on its way
+    /// is not taken for a loss), and before the operations check their own
+    /// deadlines at the same `now`: an operation learns first that its
+    /// connection was given up, so that a release on it is sent again on
+    /// the next connection.
     pub(super) fn expire_sessions(&mut self, now: Instant) {
         let policy = self.policy;
         for i in 0..self.conns.len() {

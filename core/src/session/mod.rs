@@ -164,7 +164,7 @@ impl core::fmt::Display for Close {
             Close::Io => f.write_str("the connection failed"),
             Close::BadReply => f.write_str("a reply that does not parse"),
             Close::Unsolicited => f.write_str("a reply for no request"),
-            Close::Unanswered => f.write_str("a probe unanswered within the connect timeout"),
+            Close::Unanswered => f.write_str("a probe unanswered in time (a stalled server)"),
             Close::OutOfStep => f.write_str("a request or a reply was lost (out of step)"),
             Close::ConnectTimeout => f.write_str("no connection and handshake in time"),
             Close::Stuck => f.write_str("too many requests unanswered"),

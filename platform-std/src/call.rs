@@ -1,5 +1,14 @@
 //! One call of the client as the transport runs it: the core operation,
-//! owning its resource name, so that whichever thread leads can drive it.
+//! owning its resource name, so that whichever thread leads can drive it,
+//! and its outcome, handed back in its own type.
+//!
+//! The transport keeps every running operation in one array of slots, so
+//! a slot holds a [`Call`], whichever operation it is. Its outcome is not
+//! one type for all: the slot's [`Answers`] has a place per kind, the
+//! operation delivers its outcome to its own kind's place, and the caller,
+//! who submitted an [`Acquire`] (say), takes an acquisition's outcome from
+//! the acquisition's place ([`Kind`]). No caller matches an answer of
+//! another kind.
 
 use redlock_core::redlock_resp::{EncodeError, Reply};
 use redlock_core::{
@@ -9,7 +18,7 @@ use redlock_core::{
 };
 
 use crate::Resource;
-use crate::transport::Job;
+use crate::transport::{Job, Kind, Ticket};
 
 /// A running call.
 // Kept by value in the transport's preallocated slots: boxing the larger
@@ -24,15 +33,15 @@ pub(crate) enum Call {
     FenceRepair(FenceRepair<Resource>),
 }
 
-/// What a call ended with: the output of its operation.
-#[allow(clippy::large_enum_variant)] // as `Call`
-#[derive(Debug)]
-pub(crate) enum Answer {
-    Acquired(Result<Lock, AcquireError>),
-    Released(Released),
-    Extended(Result<Lock, ExtendError>),
-    Inspected(Inspection),
-    FenceRepaired(Result<FenceRepaired, FenceRepairError>),
+/// Where a slot keeps a call's outcome until its owner takes it: one place
+/// per kind of call, each in that kind's type.
+#[derive(Debug, Default)]
+pub(crate) struct Answers {
+    acquired: Option<Result<Lock, AcquireError>>,
+    released: Option<Released>,
+    extended: Option<Result<Lock, ExtendError>>,
+    inspected: Option<Inspection>,
+    fence_repaired: Option<Result<FenceRepaired, FenceRepairError>>,
 }
 
 /// `$body` with `$op` bound to the operation, whichever it is.
@@ -48,8 +57,17 @@ macro_rules! on_op {
     };
 }
 
-impl Operation for Call {
-    type Output = Answer;
+/// Moves `op`'s outcome, once out, into `place` (unless it is there
+/// already). True once it is there.
+fn deliver<O: Operation>(op: &mut O, place: &mut Option<O::Output>) -> bool {
+    if place.is_none() {
+        *place = op.poll_outcome();
+    }
+    place.is_some()
+}
+
+impl Job for Call {
+    type Cell = Answers;
 
     fn poll_transmit(
         &mut self,
@@ -76,6 +94,10 @@ impl Operation for Call {
         on_op!(self, op => op.handle_setup_error(now, server, error))
     }
 
+    fn set_incarnation(&mut self, server: ServerId, started: Instant) {
+        on_op!(self, op => op.set_incarnation(server, started))
+    }
+
     fn handle_timeout(&mut self, now: Instant) {
         on_op!(self, op => op.handle_timeout(now))
     }
@@ -84,31 +106,18 @@ impl Operation for Call {
         on_op!(self, op => op.poll_timeout())
     }
 
-    fn poll_outcome(&mut self) -> Option<Answer> {
-        match self {
-            Call::Acquire(op) => op.poll_outcome().map(Answer::Acquired),
-            Call::Release(op) => op.poll_outcome().map(Answer::Released),
-            Call::Extend(op) => op.poll_outcome().map(Answer::Extended),
-            Call::Inspect(op) => op.poll_outcome().map(Answer::Inspected),
-            Call::FenceRepair(op) => op.poll_outcome().map(Answer::FenceRepaired),
-        }
-    }
-
     fn is_finished(&self) -> bool {
         on_op!(self, op => op.is_finished())
     }
 
-    fn set_incarnation(&mut self, server: ServerId, started: Instant) {
-        // Only acquisitions count votes (the restart guard).
-        if let Call::Acquire(op) = self {
-            op.set_incarnation(server, started);
+    fn deliver(&mut self, cell: &mut Answers) -> bool {
+        match self {
+            Call::Acquire(op) => deliver(op, &mut cell.acquired),
+            Call::Release(op) => deliver(op, &mut cell.released),
+            Call::Extend(op) => deliver(op, &mut cell.extended),
+            Call::Inspect(op) => deliver(op, &mut cell.inspected),
+            Call::FenceRepair(op) => deliver(op, &mut cell.fence_repaired),
         }
-    }
-}
-
-impl Job for Call {
-    fn urgent(&self) -> bool {
-        matches!(self, Call::Release(_) | Call::Extend(_))
     }
 
     fn abandon(&mut self, now: Instant) {
@@ -120,43 +129,112 @@ impl Job for Call {
     }
 }
 
-/// Runs one kind of call and unwraps its kind of answer.
-impl crate::transport::Transport<Call> {
-    pub(crate) fn acquire(&self, op: Acquire<Resource>) -> Result<Lock, AcquireError> {
-        match self.run(Call::Acquire(op)) {
-            Answer::Acquired(out) => out,
-            other => unreachable!("an acquisition answered {other:?}"),
+/// Each kind of call: the variant it runs as, and its place in
+/// [`Answers`].
+macro_rules! kind {
+    ($op:ident, $variant:ident, $place:ident, $out:ty, urgent: $urgent:expr) => {
+        impl Kind<Call> for $op<Resource> {
+            type Out = $out;
+            const URGENT: bool = $urgent;
+
+            fn into_job(self) -> Call {
+                Call::$variant(self)
+            }
+
+            fn take(cell: &mut Answers) -> Option<$out> {
+                cell.$place.take()
+            }
         }
+    };
+}
+
+kind!(Acquire, Acquire, acquired, Result<Lock, AcquireError>, urgent: false);
+kind!(Release, Release, released, Released, urgent: true);
+kind!(Extend, Extend, extended, Result<Lock, ExtendError>, urgent: true);
+kind!(Inspect, Inspect, inspected, Inspection, urgent: false);
+kind!(
+    FenceRepair,
+    FenceRepair,
+    fence_repaired,
+    Result<FenceRepaired, FenceRepairError>,
+    urgent: false
+);
+
+/// What the async face needs to know of each kind of call, beyond its
+/// outcome's type.
+pub(crate) trait CallKind: Kind<Call> {
+    /// For an acquisition: its resource, to release what it may win after
+    /// its future is dropped.
+    fn resource(&self) -> Option<Resource> {
+        None
     }
 
-    pub(crate) fn release(&self, op: Release<Resource>) -> Released {
-        match self.run(Call::Release(op)) {
-            Answer::Released(out) => out,
-            other => unreachable!("a release answered {other:?}"),
-        }
+    /// Dropped unsent, while it waited for a slot: the release that runs
+    /// all the same (a release's own; nothing for the others).
+    fn unsent(self) -> Option<Release<Resource>> {
+        None
     }
 
-    pub(crate) fn extend(&self, op: Extend<Resource>) -> Result<Lock, ExtendError> {
-        match self.run(Call::Extend(op)) {
-            Answer::Extended(out) => out,
-            other => unreachable!("an extension answered {other:?}"),
-        }
+    /// What an outcome nobody waits for leaves to give back: the lock an
+    /// acquisition won.
+    fn won(out: Self::Out) -> Option<Lock> {
+        let _ = out;
+        None
     }
 
-    pub(crate) fn fence_repair(
-        &self,
-        op: FenceRepair<Resource>,
-    ) -> Result<FenceRepaired, FenceRepairError> {
-        match self.run(Call::FenceRepair(op)) {
-            Answer::FenceRepaired(out) => out,
-            other => unreachable!("a fence repair answered {other:?}"),
-        }
+    /// Its ticket, as the driver keeps the tickets of every kind.
+    fn any(ticket: Ticket<Self>) -> AnyTicket;
+}
+
+/// A ticket of any kind of call (the driver's, for calls it polls to
+/// their end).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum AnyTicket {
+    Acquire(Ticket<Acquire<Resource>>),
+    Release(Ticket<Release<Resource>>),
+    Extend(Ticket<Extend<Resource>>),
+    Inspect(Ticket<Inspect<Resource>>),
+    FenceRepair(Ticket<FenceRepair<Resource>>),
+}
+
+impl CallKind for Acquire<Resource> {
+    fn resource(&self) -> Option<Resource> {
+        Some(Resource::new(Acquire::resource(self)))
     }
 
-    pub(crate) fn inspect(&self, op: Inspect<Resource>) -> Inspection {
-        match self.run(Call::Inspect(op)) {
-            Answer::Inspected(out) => out,
-            other => unreachable!("an inspection answered {other:?}"),
-        }
+    fn won(out: Self::Out) -> Option<Lock> {
+        out.ok()
+    }
+
+    fn any(ticket: Ticket<Self>) -> AnyTicket {
+        AnyTicket::Acquire(ticket)
+    }
+}
+
+impl CallKind for Release<Resource> {
+    fn unsent(self) -> Option<Release<Resource>> {
+        Some(self)
+    }
+
+    fn any(ticket: Ticket<Self>) -> AnyTicket {
+        AnyTicket::Release(ticket)
+    }
+}
+
+impl CallKind for Extend<Resource> {
+    fn any(ticket: Ticket<Self>) -> AnyTicket {
+        AnyTicket::Extend(ticket)
+    }
+}
+
+impl CallKind for Inspect<Resource> {
+    fn any(ticket: Ticket<Self>) -> AnyTicket {
+        AnyTicket::Inspect(ticket)
+    }
+}
+
+impl CallKind for FenceRepair<Resource> {
+    fn any(ticket: Ticket<Self>) -> AnyTicket {
+        AnyTicket::FenceRepair(ticket)
     }
 }

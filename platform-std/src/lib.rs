@@ -564,7 +564,7 @@ impl Client {
         // Name lookups first: they must not eat into the validity (A1).
         self.shared.transport.resolve_wanted_names();
         let op = self.acquire_op(resource, ttl, config, deadline)?;
-        self.acquired(resource, self.shared.transport.acquire(op))
+        self.acquired(resource, self.shared.transport.run(op))
     }
 
     /// The config of an acquisition with `attempts`, and its deadline.
@@ -684,7 +684,7 @@ impl Client {
     /// # Ok::<(), redlock_std::Error>(())
     /// ```
     pub fn unlock(&self, lock: &Lock) -> Result<Released, Error> {
-        self.confirmed(self.shared.transport.release(self.release_op(lock)))
+        self.confirmed(self.shared.transport.run(self.release_op(lock)))
     }
 
     /// The core operation that releases `lock`.
@@ -715,7 +715,7 @@ impl Client {
         token: impl AsRef<[u8]>,
     ) -> Result<Released, Error> {
         let op = self.release_token_op(resource.as_ref(), token.as_ref())?;
-        self.confirmed(self.shared.transport.release(op))
+        self.confirmed(self.shared.transport.run(op))
     }
 
     /// The core operation that releases `resource` held with `token`.
@@ -761,7 +761,7 @@ impl Client {
     pub fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<(), Error> {
         self.shared.transport.resolve_wanted_names();
         let op = self.extend_op(lock, ttl)?;
-        self.extended(lock, self.shared.transport.extend(op))
+        self.extended(lock, self.shared.transport.run(op))
     }
 
     fn extend_op(&self, lock: &Lock, ttl: Duration) -> Result<Extend<Resource>, Error> {
@@ -807,7 +807,7 @@ impl Client {
         at_least: u64,
     ) -> Result<FenceRepaired, Error> {
         let op = self.fence_repair_op(resource.as_ref(), at_least);
-        self.fence_repaired(self.shared.transport.fence_repair(op))
+        self.fence_repaired(self.shared.transport.run(op))
     }
 
     fn fence_repair_op(&self, resource: &[u8], at_least: u64) -> FenceRepair<Resource> {
@@ -843,7 +843,7 @@ impl Client {
     pub fn inspect(&self, resource: impl AsRef<[u8]>) -> Result<Inspection, Error> {
         let op = self.inspect_op(resource.as_ref());
         let transport = &self.shared.transport;
-        let inspection = transport.inspect(op);
+        let inspection = transport.run(op);
         Ok(Inspection::from_core(&inspection, |i, o| {
             transport.note(i, o)
         }))

@@ -14,11 +14,11 @@ use core::time::Duration;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant as StdInstant;
 
-use crate::call::{Answer, Call};
+use crate::call::{AnyTicket, CallKind};
 use crate::transport::{Abandoned, Ticket};
 use crate::watchdog::Lost;
 use crate::{Client, Error, Lock, Resource, Shared, core_duration, relock};
-use redlock_core::{Extension, WatchAction, Watchdog};
+use redlock_core::{Extend, Extension, Lock as CoreLock, Release, WatchAction, Watchdog};
 
 use super::watch::WatchShared;
 
@@ -40,8 +40,8 @@ struct Inbox {
     running: bool,
     /// Every handle of the client is gone: end once idle.
     shutdown: bool,
-    /// Operations to run that nobody waits for.
-    calls: Vec<Call>,
+    /// Releases to run that nobody waits for.
+    calls: Vec<Release<Resource>>,
     /// Operations whose task went away mid-flight.
     adopted: Vec<Adopted>,
     /// Locks to keep alive.
@@ -51,7 +51,7 @@ struct Inbox {
 /// An operation the driver polls to its end for a task that went away.
 #[derive(Debug)]
 struct Adopted {
-    ticket: Ticket,
+    ticket: AnyTicket,
     /// For an acquisition: its resource, to release what it may still win.
     resource: Option<Resource>,
 }
@@ -79,29 +79,28 @@ impl Client {
         Ok(())
     }
 
-    /// Runs `call` in the background: nobody waits for it.
-    pub(crate) fn run_in_background(&self, call: Call) {
-        self.shared.driver.inbox().calls.push(call);
+    /// Runs `release` in the background: nobody waits for it.
+    pub(crate) fn run_in_background(&self, release: Release<Resource>) {
+        self.shared.driver.inbox().calls.push(release);
         self.shared.transport.kick_driver();
     }
 
     /// Hands the driver an operation whose task went away, or, if it was
     /// done, cleans up after it (releases a lock it acquired).
-    pub(crate) fn abandon(&self, ticket: Ticket, resource: Option<Resource>) {
+    pub(crate) fn abandon<K: CallKind>(&self, ticket: Ticket<K>, resource: Option<Resource>) {
         let transport = &self.shared.transport;
         let adopter = Waker::from(transport.kick().clone());
         match transport.abandon(ticket, &adopter) {
-            Abandoned::Done(answer) => {
-                if let Some(release) = self.shared.clean_up(answer, resource) {
+            Abandoned::Done(out) => {
+                if let Some(release) = self.shared.clean_up(K::won(out), resource) {
                     self.run_in_background(release);
                 }
             }
             Abandoned::Adopted => {
-                self.shared
-                    .driver
-                    .inbox()
-                    .adopted
-                    .push(Adopted { ticket, resource });
+                self.shared.driver.inbox().adopted.push(Adopted {
+                    ticket: K::any(ticket),
+                    resource,
+                });
                 transport.kick_driver();
             }
             Abandoned::Gone => {}
@@ -118,13 +117,18 @@ impl Client {
 impl Shared {
     /// What an operation nobody waits for leaves to do: the release of a
     /// lock it acquired (the resource is the acquisition's).
-    fn clean_up(&self, answer: Answer, resource: Option<Resource>) -> Option<Call> {
-        match (answer, resource) {
-            (Answer::Acquired(Ok(lock)), Some(resource)) => Some(Call::Release(
-                redlock_core::Release::for_lock(&self.config, &self.servers, resource, &lock),
-            )),
-            _ => None,
-        }
+    fn clean_up(
+        &self,
+        won: Option<CoreLock>,
+        resource: Option<Resource>,
+    ) -> Option<Release<Resource>> {
+        let (lock, resource) = (won?, resource?);
+        Some(Release::for_lock(
+            &self.config,
+            &self.servers,
+            resource,
+            &lock,
+        ))
     }
 
     /// The last handle of the client is gone: the driver ends once idle.
@@ -141,7 +145,7 @@ struct Watched {
     shared: Arc<WatchShared>,
     dog: Watchdog,
     /// The extension that runs, if one does.
-    extending: Option<Ticket>,
+    extending: Option<Ticket<Extend<Resource>>>,
     /// Its extension waits for a free slot.
     needs_slot: bool,
     /// When the driver looks at it again (unless woken first).
@@ -175,8 +179,8 @@ fn run(shared: &Arc<Shared>) {
 /// What the driver holds between its turns.
 #[derive(Debug, Default)]
 struct Work {
-    /// Operations nobody waits for, not started yet (no slot was free).
-    calls: Vec<Call>,
+    /// Releases nobody waits for, not started yet (no slot was free).
+    calls: Vec<Release<Resource>>,
     /// Operations it polls to their end.
     adopted: Vec<Adopted>,
     /// Locks it keeps alive.
@@ -222,7 +226,7 @@ impl Work {
         while let Some(call) = calls.pop() {
             match transport.submit(call, waker, DRIVER_WAITER) {
                 Ok(ticket) => adopted.push(Adopted {
-                    ticket,
+                    ticket: AnyTicket::Release(ticket),
                     resource: None,
                 }),
                 Err(call) => {
@@ -236,11 +240,11 @@ impl Work {
         let mut i = 0;
         while i < adopted.len() {
             let ticket = adopted[i].ticket;
-            match poll_quietly(shared, ticket, waker) {
+            match poll_any(shared, ticket, waker) {
                 Poll::Pending => i += 1,
-                Poll::Ready(answer) => {
+                Poll::Ready(won) => {
                     let done = adopted.swap_remove(i);
-                    let release = answer.and_then(|a| shared.clean_up(a, done.resource));
+                    let release = shared.clean_up(won, done.resource);
                     if let Some(release) = release {
                         calls.push(release);
                     }
@@ -334,17 +338,38 @@ fn look_up_names(shared: &Arc<Shared>) {
 /// [`Transport::poll_ticket`] for the driver: an operation that panicked
 /// (the core's do not) is done with no output, instead of unwinding the
 /// driver.
-fn poll_quietly(shared: &Shared, ticket: Ticket, waker: &Waker) -> Poll<Option<Answer>> {
+///
+/// [`Transport::poll_ticket`]: crate::transport::Transport::poll_ticket
+fn poll_quietly<K: CallKind>(
+    shared: &Shared,
+    ticket: Ticket<K>,
+    waker: &Waker,
+) -> Poll<Option<K::Out>> {
     let polled = std::panic::catch_unwind(core::panic::AssertUnwindSafe(|| {
         shared.transport.poll_ticket(ticket, waker)
     }));
     match polled {
-        Ok(Poll::Ready(answer)) => Poll::Ready(Some(answer)),
+        Ok(Poll::Ready(out)) => Poll::Ready(Some(out)),
         Ok(Poll::Pending) => Poll::Pending,
         Err(_) => {
             log::error!("redlock: an operation run in the background panicked");
             Poll::Ready(None)
         }
+    }
+}
+
+/// [`poll_quietly`] for a ticket of any kind: once done, the lock it won
+/// (an acquisition's), to release.
+fn poll_any(shared: &Shared, ticket: AnyTicket, waker: &Waker) -> Poll<Option<CoreLock>> {
+    fn won<K: CallKind>(shared: &Shared, t: Ticket<K>, waker: &Waker) -> Poll<Option<CoreLock>> {
+        poll_quietly(shared, t, waker).map(|out| out.and_then(K::won))
+    }
+    match ticket {
+        AnyTicket::Acquire(t) => won(shared, t, waker),
+        AnyTicket::Release(t) => won(shared, t, waker),
+        AnyTicket::Extend(t) => won(shared, t, waker),
+        AnyTicket::Inspect(t) => won(shared, t, waker),
+        AnyTicket::FenceRepair(t) => won(shared, t, waker),
     }
 }
 
@@ -362,7 +387,7 @@ fn tend(
             // Released meanwhile: the extension ends on its own (a
             // token-checked PEXPIRE of a deleted key does nothing).
             adopted.push(Adopted {
-                ticket,
+                ticket: AnyTicket::Extend(ticket),
                 resource: None,
             });
         }
@@ -382,9 +407,9 @@ fn tend(
         };
         w.extending = None;
         let outcome = match answer {
-            Some(Answer::Extended(outcome)) => outcome.map_err(|e| e.kind),
+            Some(outcome) => outcome.map_err(|e| e.kind),
             // It panicked (not the core's): as a failed round.
-            _ => Err(redlock_core::FailureKind::Unavailable),
+            None => Err(redlock_core::FailureKind::Unavailable),
         };
         let at = w.shared.lock().core_now();
         match outcome {
@@ -414,7 +439,7 @@ fn tend(
                 return false;
             }
             WatchAction::Extend => match shared.extend_op(&lock, w.shared.ttl) {
-                Ok(op) => match transport.submit(Call::Extend(op), waker, DRIVER_WAITER) {
+                Ok(op) => match transport.submit(op, waker, DRIVER_WAITER) {
                     Ok(ticket) => {
                         w.extending = Some(ticket);
                         // It may be over already (every server down at

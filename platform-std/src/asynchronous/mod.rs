@@ -63,7 +63,7 @@ use core::task::{Context, Poll};
 use core::time::Duration;
 use std::time::Instant as StdInstant;
 
-use crate::call::{Answer, Call};
+use crate::call::CallKind;
 use crate::transport::Ticket;
 use crate::{
     Attempts, Client, Error, FenceRepaired, Inspection, Lock, Released, Resource, ServerUrl,
@@ -125,11 +125,12 @@ impl Client {
 
 static NEXT_WAITER: AtomicU64 = AtomicU64::new(1);
 
-/// One call in flight: submitted on its first poll, abandoned if dropped.
-struct Running<'a> {
+/// One call of kind `K` in flight: submitted on its first poll, abandoned
+/// if dropped.
+struct Running<'a, K: CallKind> {
     client: &'a Client,
-    call: Option<Call>,
-    ticket: Option<Ticket>,
+    call: Option<K>,
+    ticket: Option<Ticket<K>>,
     /// Its place in the queue for a slot.
     waiter: u64,
     /// For an acquisition: its resource, to release what it may win after
@@ -137,26 +138,22 @@ struct Running<'a> {
     resource: Option<Resource>,
 }
 
-impl<'a> Running<'a> {
-    fn new(client: &'a Client, call: Call) -> Running<'a> {
-        let resource = match &call {
-            Call::Acquire(op) => Some(Resource::new(op.resource())),
-            _ => None,
-        };
+impl<'a, K: CallKind> Running<'a, K> {
+    fn new(client: &'a Client, call: K) -> Running<'a, K> {
         Running {
             client,
+            resource: call.resource(),
             call: Some(call),
             ticket: None,
             waiter: NEXT_WAITER.fetch_add(1, Ordering::Relaxed),
-            resource,
         }
     }
 }
 
-impl Future for Running<'_> {
-    type Output = Answer;
+impl<K: CallKind> Future for Running<'_, K> {
+    type Output = K::Out;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Answer> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<K::Out> {
         let this = self.get_mut();
         let transport = &this.client.shared.transport;
         let ticket = match this.ticket.take() {
@@ -184,7 +181,10 @@ impl Future for Running<'_> {
     }
 }
 
-impl Drop for Running<'_> {
+// (`Unpin`: `get_mut` above; nothing of it is pinned.)
+impl<K: CallKind> Unpin for Running<'_, K> {}
+
+impl<K: CallKind> Drop for Running<'_, K> {
     fn drop(&mut self) {
         if let Some(ticket) = self.ticket.take() {
             self.client.abandon(ticket, self.resource.take());
@@ -194,8 +194,8 @@ impl Drop for Running<'_> {
             // be known to nobody else any more: a guard's, a watched one's);
             // anything else is dropped unsent.
             self.client.shared.transport.cancel_wait(self.waiter);
-            if let Call::Release(_) = call {
-                self.client.run_in_background(call);
+            if let Some(release) = call.unsent() {
+                self.client.run_in_background(release);
             }
         }
     }
@@ -222,7 +222,7 @@ impl AsyncClient {
         self.client.server_urls()
     }
 
-    async fn run(&self, call: Call) -> Result<Answer, Error> {
+    async fn run<K: CallKind>(&self, call: K) -> Result<K::Out, Error> {
         // (Started again should it ever have failed.)
         self.client.ensure_driver()?;
         Ok(Running::new(&self.client, call).await)
@@ -237,10 +237,8 @@ impl AsyncClient {
         // No name lookup here (it may block): the driver does them.
         let (config, deadline) = self.client.attempts(attempts);
         let op = self.client.acquire_op(resource, ttl, config, deadline)?;
-        match self.run(Call::Acquire(op)).await? {
-            Answer::Acquired(out) => self.client.acquired(resource, out),
-            other => unreachable!("an acquisition answered {other:?}"),
-        }
+        let out = self.run(op).await?;
+        self.client.acquired(resource, out)
     }
 
     /// Acquires `resource` for `ttl`, retrying as configured. Cancel-safe:
@@ -339,16 +337,14 @@ impl AsyncClient {
     /// As [`Client::unlock`].
     pub async fn unlock(&self, lock: &Lock) -> Result<Released, Error> {
         let op = self.client.release_op(lock);
-        match self.run(Call::Release(op)).await? {
-            Answer::Released(out) => self.client.confirmed(out),
-            other => unreachable!("a release answered {other:?}"),
-        }
+        let out = self.run(op).await?;
+        self.client.confirmed(out)
     }
 
     /// Releases `lock` without waiting: the driver runs the release.
     pub(crate) fn unlock_in_background(&self, lock: &Lock) {
         let op = self.client.release_op(lock);
-        self.client.run_in_background(Call::Release(op));
+        self.client.run_in_background(op);
     }
 
     /// Releases `resource` held with `token` (a lock taken by another
@@ -364,10 +360,8 @@ impl AsyncClient {
         let op = self
             .client
             .release_token_op(resource.as_ref(), token.as_ref())?;
-        match self.run(Call::Release(op)).await? {
-            Answer::Released(out) => self.client.confirmed(out),
-            other => unreachable!("a release answered {other:?}"),
-        }
+        let out = self.run(op).await?;
+        self.client.confirmed(out)
     }
 
     /// Extends `lock` to a fresh `ttl`. On failure, or if the future is
@@ -391,10 +385,8 @@ impl AsyncClient {
     /// As [`Client::extend`].
     pub async fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<(), Error> {
         let op = self.client.extend_op(lock, ttl)?;
-        match self.run(Call::Extend(op)).await? {
-            Answer::Extended(out) => self.client.extended(lock, out),
-            other => unreachable!("an extension answered {other:?}"),
-        }
+        let out = self.run(op).await?;
+        self.client.extended(lock, out)
     }
 
     /// Per server: who holds `resource`, and for how long.
@@ -416,13 +408,9 @@ impl AsyncClient {
     /// [`Error::Io`] when the client's driver thread cannot be started.
     pub async fn inspect(&self, resource: impl AsRef<[u8]>) -> Result<Inspection, Error> {
         let op = self.client.inspect_op(resource.as_ref());
-        match self.run(Call::Inspect(op)).await? {
-            Answer::Inspected(out) => {
-                let transport = &self.client.shared.transport;
-                Ok(Inspection::from_core(&out, |i, o| transport.note(i, o)))
-            }
-            other => unreachable!("an inspection answered {other:?}"),
-        }
+        let out = self.run(op).await?;
+        let transport = &self.client.shared.transport;
+        Ok(Inspection::from_core(&out, |i, o| transport.note(i, o)))
     }
 
     /// F1 repair, for an operator: as [`Client::fence_repair`].
@@ -435,10 +423,8 @@ impl AsyncClient {
         at_least: u64,
     ) -> Result<FenceRepaired, Error> {
         let op = self.client.fence_repair_op(resource.as_ref(), at_least);
-        match self.run(Call::FenceRepair(op)).await? {
-            Answer::FenceRepaired(out) => self.client.fence_repaired(out),
-            other => unreachable!("a fence repair answered {other:?}"),
-        }
+        let out = self.run(op).await?;
+        self.client.fence_repaired(out)
     }
 
     /// Acquires `resource` and returns a guard that releases it, in the

@@ -35,16 +35,14 @@ impl<J: Job> State<J> {
             // meanwhile can still be recorded for it (in `conn_errors`).
             let pumped = catch_unwind(AssertUnwindSafe(|| {
                 self.drive(&mut op, slot, serial, now);
-                (op.poll_outcome(), op.is_finished(), op.poll_timeout())
+                let delivered = op.deliver(&mut self.slots[slot].cell);
+                (delivered, op.is_finished(), op.poll_timeout())
             }));
             let s = &mut self.slots[slot];
             match pumped {
-                Ok((outcome, finished, deadline)) => {
-                    if s.outcome.is_none() {
-                        s.outcome = outcome;
-                    }
+                Ok((delivered, finished, deadline)) => {
                     s.deadline = deadline;
-                    s.done = s.outcome.is_some() && finished;
+                    s.done = delivered && finished;
                     // Dropped once done: later replies for it are stragglers.
                     if !s.done {
                         s.op = Some(op);

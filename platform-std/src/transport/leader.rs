@@ -113,7 +113,7 @@ impl<J: Job> State<J> {
 impl<J: Job> Transport<J> {
     /// Runs `op` to its outcome, and until it has sent what it still had to
     /// send (the releases of a failed attempt), then returns the outcome.
-    pub(crate) fn run(&self, op: J) -> J::Output {
+    pub(crate) fn run<K: Kind<J>>(&self, op: K) -> K::Out {
         // Name lookups happen here, before the state lock is taken.
         self.resolve_wanted_names();
         // Declared before the state lock's guard, so that when unwinding it
@@ -125,7 +125,7 @@ impl<J: Job> Transport<J> {
             armed: false,
         };
         let mut st = self.lock();
-        let urgent = op.urgent();
+        let urgent = K::URGENT;
         let slot = loop {
             if let Some(s) = st.take_slot(urgent) {
                 break s;
@@ -146,7 +146,7 @@ impl<J: Job> Transport<J> {
         let serial = st.serial;
         let s = &mut st.slots[slot];
         s.serial = serial;
-        s.op = Some(op);
+        s.op = Some(op.into_job());
         st.lead.active |= bit(slot);
         guard.slot = slot;
         guard.armed = true;
@@ -196,7 +196,7 @@ impl<J: Job> Transport<J> {
         }
         guard.armed = false;
         let s = &mut st.slots[slot];
-        let (outcome, panic) = (s.outcome.take(), s.panic.take());
+        let (outcome, panic) = (K::take(&mut s.cell), s.panic.take());
         self.finish(st, slot, guard.leading);
         match (outcome, panic) {
             (_, Some(payload)) => resume_unwind(payload),
@@ -213,7 +213,7 @@ impl<J: Job> Transport<J> {
         if let Some(s) = st.slots.get_mut(slot) {
             s.serial = 0;
             s.op = None;
-            s.outcome = None;
+            s.cell = J::Cell::default();
             s.conn_errors = 0;
             s.deadline = None;
             s.done = false;

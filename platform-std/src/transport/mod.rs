@@ -24,7 +24,9 @@
 //! operation it answers, *whoever's it is*; it checks every operation's
 //! deadlines, queues what they want to send next, and writes everything
 //! queued in one write per socket. An operation's owner is woken once, when
-//! its operation is finished, and takes the outcome. A caller that queues
+//! its operation is finished, and takes the outcome, in the type of the
+//! kind of operation it submitted ([`Kind`]: the slot keeps one place per
+//! kind, [`Job::Cell`]). A caller that queues
 //! requests while the leader polls wakes it (a `mio::Waker`, once per poll).
 //! When the leader's own operation ends it hands the role to a waiting owner.
 //!
@@ -83,14 +85,47 @@ use redlock_core::session::{
     Close, Credentials, Entry, Event, Policy, Queue, Queued, Session, State as SessionState,
     encode_probe, encode_step,
 };
-use redlock_core::{Duration as CoreDuration, Instant, Operation, ServerId, Servers};
+use redlock_core::{Duration as CoreDuration, Instant, ServerId, Servers, Transmit, Unsolicited};
 
 use crate::url::ServerUrl;
 
-/// An operation the transport can run: a core [`Operation`] (which also
-/// takes what the connections learn about server restarts, with
-/// [`Operation::set_incarnation`], ahead of its requests on that connection).
-pub(crate) trait Job: Operation<Output: core::fmt::Debug> + core::fmt::Debug {
+/// An operation the transport can run, driven as a core [`Operation`] is
+/// (the same methods, which also take what the connections learn about
+/// server restarts, with `set_incarnation`, ahead of its requests on that
+/// connection). Its outcome is not handed out as one type for every kind of
+/// operation: [`deliver`](Job::deliver) moves it into the slot's
+/// [`Cell`](Job::Cell), from which the owner takes it in its own type,
+/// through the [`Kind`] it submitted.
+///
+/// [`Operation`]: redlock_core::Operation
+#[allow(missing_docs)] // the methods are the core's `Operation`'s
+pub(crate) trait Job: core::fmt::Debug {
+    /// Where a slot keeps the outcome of whichever kind of operation runs
+    /// in it, for its owner to take.
+    type Cell: Default + core::fmt::Debug;
+
+    fn poll_transmit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+    ) -> Result<Option<Transmit>, EncodeError>;
+    fn handle_reply(
+        &mut self,
+        now: Instant,
+        server: ServerId,
+        reply: Reply<'_>,
+    ) -> Result<(), Unsolicited>;
+    fn handle_connection_error(&mut self, now: Instant, server: ServerId);
+    fn handle_setup_error(&mut self, now: Instant, server: ServerId, error: SetupError);
+    fn set_incarnation(&mut self, server: ServerId, started: Instant);
+    fn handle_timeout(&mut self, now: Instant);
+    fn poll_timeout(&self) -> Option<Instant>;
+    fn is_finished(&self) -> bool;
+
+    /// Moves its outcome, once it is out, into `cell`. True once `cell`
+    /// holds it (delivered now or before).
+    fn deliver(&mut self, cell: &mut Self::Cell) -> bool;
+
     /// Its owner went away before its outcome (a future dropped
     /// mid-flight): wind down as the core says (an acquisition starts no
     /// further attempt and releases what it wins). By default it just runs
@@ -98,14 +133,25 @@ pub(crate) trait Job: Operation<Output: core::fmt::Debug> + core::fmt::Debug {
     fn abandon(&mut self, now: Instant) {
         let _ = now;
     }
+}
+
+/// One kind of operation that a [`Job`] can be, with the type of its
+/// outcome: what a caller submits, and what it gets back.
+pub(crate) trait Kind<J: Job>: Sized {
+    /// What the operation ends with.
+    type Out;
 
     /// It keeps a lock alive or gives one back (a release, an extension):
     /// it may take one of the slots that waiting acquisitions may not
     /// (`RESERVED_SLOTS`), so that a crowd of contenders retrying for a
     /// lock never starves its holder's unlock or extension.
-    fn urgent(&self) -> bool {
-        false
-    }
+    const URGENT: bool = false;
+
+    /// The job that runs it.
+    fn into_job(self) -> J;
+
+    /// Its outcome, out of the cell its job delivered it to.
+    fn take(cell: &mut J::Cell) -> Option<Self::Out>;
 }
 
 /// Connection tunables.
@@ -182,7 +228,7 @@ pub(crate) struct Transport<J: Job> {
     /// taken by whoever wakes the slot's owner, outside it.
     task_wakers: Box<[Mutex<Option<Waker>>]>,
     slot_free: Condvar,
-    /// Threads with an urgent operation ([`Job::urgent`]) wait for a slot
+    /// Threads with an urgent operation ([`Kind::URGENT`]) wait for a slot
     /// here, the others on `slot_free`: a freed slot wakes one thread
     /// that may take it.
     slot_free_urgent: Condvar,
@@ -200,7 +246,7 @@ const READ_CHUNK: usize = 16 * 1024;
 /// wait for a slot.
 const MAX_SLOTS: usize = 64;
 
-/// Slots only urgent operations (releases, extensions: [`Job::urgent`])
+/// Slots only urgent operations (releases, extensions: [`Kind::URGENT`])
 /// may take: an acquisition keeps its slot through all its retries, and
 /// 64 contenders must not keep the holder from releasing or extending.
 const RESERVED_SLOTS: usize = 8;

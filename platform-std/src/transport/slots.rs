@@ -8,7 +8,8 @@ pub(super) struct Slot<J: Job> {
     /// The serial of the operation running here; 0 when free.
     pub(super) serial: u64,
     pub(super) op: Option<J>,
-    pub(super) outcome: Option<J::Output>,
+    /// The outcome, once delivered, for its owner to take in its type.
+    pub(super) cell: J::Cell,
     /// Servers whose connection failed with requests of this operation on
     /// it, not yet told to the operation (bit i = server i).
     pub(super) conn_errors: u16,
@@ -33,7 +34,7 @@ impl<J: Job> Slot<J> {
         Slot {
             serial: 0,
             op: None,
-            outcome: None,
+            cell: J::Cell::default(),
             conn_errors: 0,
             deadline: None,
             done: false,

@@ -20,16 +20,44 @@
 
 use alloc::sync::Arc;
 use alloc::task::Wake;
+use core::marker::PhantomData;
 use core::sync::atomic::AtomicBool;
 use core::task::Poll as TaskPoll;
 
 use super::*;
 
-/// An operation submitted by a task: its slot and the serial it runs under.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Ticket {
+/// An operation of kind `K` submitted by a task: its slot and the serial
+/// it runs under. Its outcome comes back as `K`'s.
+pub(crate) struct Ticket<K> {
     slot: u16,
     serial: u64,
+    kind: PhantomData<fn() -> K>,
+}
+
+// By hand: derived, they would ask the same of `K`.
+impl<K> Clone for Ticket<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for Ticket<K> {}
+
+impl<K> PartialEq for Ticket<K> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.slot, self.serial) == (other.slot, other.serial)
+    }
+}
+
+impl<K> Eq for Ticket<K> {}
+
+impl<K> core::fmt::Debug for Ticket<K> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Ticket")
+            .field("slot", &self.slot)
+            .field("serial", &self.serial)
+            .finish()
+    }
 }
 
 /// What became of an operation whose task went away.
@@ -50,7 +78,7 @@ pub(crate) enum Abandoned<O> {
 pub(crate) struct SlotTask {
     /// The waiter's id (queued once, however often it asks).
     id: u64,
-    /// Its operation may take a reserved slot ([`Job::urgent`]).
+    /// Its operation may take a reserved slot ([`Kind::URGENT`]).
     pub(super) urgent: bool,
     pub(super) waker: Waker,
 }
@@ -204,9 +232,14 @@ impl<J: Job> Transport<J> {
     /// now, from this thread. `Err(op)` when every slot is taken: then
     /// `waker` is woken when one is freed (queued once per `waiter`, the
     /// caller's id, however often it asks).
-    pub(crate) fn submit(&self, op: J, waker: &Waker, waiter: u64) -> Result<Ticket, J> {
+    pub(crate) fn submit<K: Kind<J>>(
+        &self,
+        op: K,
+        waker: &Waker,
+        waiter: u64,
+    ) -> Result<Ticket<K>, K> {
         let mut st = self.lock();
-        let urgent = op.urgent();
+        let urgent = K::URGENT;
         let Some(slot) = st.take_slot(urgent) else {
             match st.slot_tasks.iter_mut().find(|t| t.id == waiter) {
                 Some(t) => t.waker.clone_from(waker),
@@ -225,7 +258,7 @@ impl<J: Job> Transport<J> {
         let serial = st.serial;
         let s = &mut st.slots[slot];
         s.serial = serial;
-        s.op = Some(op);
+        s.op = Some(op.into_job());
         s.task = true;
         s.waiting = true;
         *relock(self.task_wakers[slot].lock()) = Some(waker.clone());
@@ -254,13 +287,18 @@ impl<J: Job> Transport<J> {
         Ok(Ticket {
             slot: slot as u16,
             serial,
+            kind: PhantomData,
         })
     }
 
     /// The outcome of `ticket`'s operation once it is done (its slot is
     /// then freed, and the ticket is spent); until then `waker` is kept to
     /// be woken when it is. A panic of the operation resumes here.
-    pub(crate) fn poll_ticket(&self, ticket: Ticket, waker: &Waker) -> TaskPoll<J::Output> {
+    pub(crate) fn poll_ticket<K: Kind<J>>(
+        &self,
+        ticket: Ticket<K>,
+        waker: &Waker,
+    ) -> TaskPoll<K::Out> {
         let slot = usize::from(ticket.slot);
         let mut st = self.lock();
         let Some(s) = st.slots.get_mut(slot).filter(|s| s.serial == ticket.serial) else {
@@ -273,7 +311,7 @@ impl<J: Job> Transport<J> {
             }
             return TaskPoll::Pending;
         }
-        let (outcome, panic) = (s.outcome.take(), s.panic.take());
+        let (outcome, panic) = (K::take(&mut s.cell), s.panic.take());
         self.finish(st, slot, false);
         match (outcome, panic) {
             (_, Some(payload)) => resume_unwind(payload),
@@ -287,14 +325,18 @@ impl<J: Job> Transport<J> {
     /// and from now on its slot wakes `adopter`, which must poll the ticket
     /// to its end (so that what it still sends, the releases of an
     /// abandoned acquisition, goes out and its slot is freed).
-    pub(crate) fn abandon(&self, ticket: Ticket, adopter: &Waker) -> Abandoned<J::Output> {
+    pub(crate) fn abandon<K: Kind<J>>(
+        &self,
+        ticket: Ticket<K>,
+        adopter: &Waker,
+    ) -> Abandoned<K::Out> {
         let slot = usize::from(ticket.slot);
         let mut st = self.lock();
         let Some(s) = st.slots.get_mut(slot).filter(|s| s.serial == ticket.serial) else {
             unreachable!("a ticket abandoned after its outcome was taken");
         };
         if s.done {
-            let (outcome, panic) = (s.outcome.take(), s.panic.take());
+            let (outcome, panic) = (K::take(&mut s.cell), s.panic.take());
             self.finish(st, slot, false);
             return match (outcome, panic) {
                 (Some(outcome), None) => Abandoned::Done(outcome),

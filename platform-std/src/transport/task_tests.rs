@@ -41,7 +41,7 @@ fn spawn_driver(
 }
 
 /// Polls `ticket` until it is ready (bounded).
-fn await_ticket(t: &Transport<TestOp>, ticket: Ticket, waker: &Waker) -> u8 {
+fn await_ticket(t: &Transport<TestOp>, ticket: Ticket<TestOp>, waker: &Waker) -> u8 {
     let give_up = StdInstant::now() + WITHIN;
     loop {
         if let TaskPoll::Ready(out) = t.poll_ticket(ticket, waker) {
@@ -113,7 +113,7 @@ fn more_tasks_than_slots_all_complete() {
     let n = MAX_SLOTS * 3;
     let wakers: Vec<(Arc<Counter>, Waker)> = (0..n).map(|_| counting()).collect();
     let mut pending: Vec<Option<TestOp>> = (0..n).map(|_| Some(TestOp::ping(&t, 30_000))).collect();
-    let mut tickets: Vec<Option<Ticket>> = vec![None; n];
+    let mut tickets: Vec<Option<Ticket<TestOp>>> = vec![None; n];
     let mut done = 0;
     let give_up = StdInstant::now() + WITHIN;
     while done < n {
@@ -247,7 +247,7 @@ fn a_kick_just_before_the_poll_ends_it() {
     let _ = await_ticket_driven(&t, ticket, &waker);
 }
 
-fn await_ticket_driven(t: &Transport<TestOp>, ticket: Ticket, waker: &Waker) -> u8 {
+fn await_ticket_driven(t: &Transport<TestOp>, ticket: Ticket<TestOp>, waker: &Waker) -> u8 {
     loop {
         if let TaskPoll::Ready(out) = t.poll_ticket(ticket, waker) {
             return out;

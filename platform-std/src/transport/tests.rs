@@ -71,8 +71,8 @@ impl TestOp {
     }
 }
 
-impl Operation for TestOp {
-    type Output = u8;
+impl Job for TestOp {
+    type Cell = Option<u8>;
     fn poll_transmit(
         &mut self,
         _: Instant,
@@ -105,6 +105,10 @@ impl Operation for TestOp {
     fn handle_connection_error(&mut self, _: Instant, _: ServerId) {
         self.errored = true;
     }
+    fn handle_setup_error(&mut self, now: Instant, server: ServerId, _: SetupError) {
+        self.handle_connection_error(now, server);
+    }
+    fn set_incarnation(&mut self, _: ServerId, _: Instant) {}
     fn handle_timeout(&mut self, now: Instant) {
         if self.until.is_some_and(|u| now >= u) {
             assert!(!self.panics, "a broken operation");
@@ -114,12 +118,12 @@ impl Operation for TestOp {
     fn poll_timeout(&self) -> Option<Instant> {
         self.until.filter(|_| !self.decided())
     }
-    fn poll_outcome(&mut self) -> Option<u8> {
-        if self.taken || !self.decided() {
-            return None;
+    fn deliver(&mut self, cell: &mut Option<u8>) -> bool {
+        if !self.taken && self.decided() {
+            self.taken = true;
+            *cell = Some(if self.errored { 1 } else { 7 });
         }
-        self.taken = true;
-        Some(if self.errored { 1 } else { 7 })
+        cell.is_some()
     }
     fn is_finished(&self) -> bool {
         if let Some(calls) = &self.finish_calls {
@@ -132,7 +136,15 @@ impl Operation for TestOp {
     }
 }
 
-impl Job for TestOp {}
+impl Kind<TestOp> for TestOp {
+    type Out = u8;
+    fn into_job(self) -> TestOp {
+        self
+    }
+    fn take(cell: &mut Option<u8>) -> Option<u8> {
+        cell.take()
+    }
+}
 
 pub(super) fn config() -> ConnConfig {
     ConnConfig {

@@ -654,6 +654,37 @@ fn the_plan_can_change_before_the_first_connect_and_steps_wait_for_the_transport
 }
 
 #[test]
+fn a_server_that_keeps_flapping_is_retried_ever_more_slowly() {
+    let mut s = ready_at(ms(0));
+    let mut now = ms(0);
+    let mut waits = Vec::new();
+    for _ in 0..5 {
+        // Up, then dropped 100 ms after its handshake: flapping.
+        now = now.saturating_add(Duration::from_millis(100));
+        s.close(now, Close::Io, &POLICY, |_| {});
+        let retry = s.retry_at().unwrap();
+        waits.push(retry.saturating_duration_since(now).as_millis());
+        assert!(
+            !s.may_connect(now, false),
+            "no reconnect before the backoff"
+        );
+        now = retry;
+        assert!(s.may_connect(now, false));
+        s.connecting(now, &POLICY);
+        s.connected(now, &POLICY);
+        pass_handshake(&mut s, now);
+        assert!(s.is_ready());
+    }
+    assert_eq!(waits, [10, 20, 40, 80, 160], "the backoff grows");
+    // Then it stays up past the connect timeout: stable; a break ends the
+    // row and reconnects at once.
+    now = now.saturating_add(Duration::from_secs(1));
+    s.close(now, Close::Io, &POLICY, |_| {});
+    assert_eq!(s.failures(), 0);
+    assert!(s.may_connect(now, false));
+}
+
+#[test]
 fn a_break_at_the_end_of_the_flapping_window_is_not_flapping() {
     // Ready at 0; the connect timeout is 1 s.
     let mut flapped = ready_at(ms(0));

@@ -46,7 +46,7 @@
 //! | decision | rule |
 //! |---|---|
 //! | connect and handshake | the transport must be up within [`Policy::connect_timeout`] of [`connecting`](Session::connecting), and the handshake passed within another from [`connected`](Session::connected) |
-//! | backoff | a failed connect, a refused or timed-out handshake, or a connection that breaks within [`Policy::connect_timeout`] of passing its handshake (flapping) waits `backoff_min * 2^(failures-1)`, at most `backoff_max`; an established connection that breaks reconnects at once |
+//! | backoff | a failed connect, a refused or timed-out handshake, or a connection that breaks within [`Policy::connect_timeout`] of passing its handshake (flapping) waits `backoff_min * 2^(failures-1)`, at most `backoff_max`, where `failures` counts these in a row (a handshake passed does not end the row: flapping backs off ever longer); an established connection that breaks (up for longer than the connect timeout) reconnects at once and ends the row |
 //! | urgent requests (releases) | may reconnect during the backoff if the server was reachable when it last failed (not refused, and not a connect that never came up) |
 //! | what waits behind a handshake | every request pushed before the session is ready, up to the platform's room |
 //! | a request unanswered for half its time | a probe (`PING redlock-probe`) is written behind it; a request pushed while one is overdue and not probed yet goes behind a probe ([`Queued::ProbeFirst`]) |
@@ -357,7 +357,10 @@ impl<T, Q: Queue<T>> Session<T, Q> {
             .unwrap_or_default()
     }
 
-    /// Failed attempts in a row.
+    /// Failed attempts in a row: failed connects, failed handshakes, and
+    /// connections that broke within the connect timeout of their
+    /// handshake (flapping). A connection that stays up longer than that
+    /// ends the row when it breaks.
     pub fn failures(&self) -> u32 {
         self.failures
     }
@@ -634,10 +637,10 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         if self.judged < self.steps {
             return Ok(Event::Step);
         }
-        // Every step passed: the server may be used.
+        // Every step passed: the server may be used. (The failures in a row
+        // are counted on until it proves stable: see `close`.)
         self.state = State::Ready;
         self.ready_at = now;
-        self.failures = 0;
         self.refused = Refusal::None;
         self.unreachable = false;
         // The held requests' time runs from now.
@@ -719,8 +722,18 @@ impl<T, Q: Queue<T>> Session<T, Q> {
                 true
             }
             State::Handshake => true,
-            // Flapping: broken within the connect timeout of its handshake.
-            State::Ready => now < self.ready_at.saturating_add(policy.connect_timeout),
+            // Flapping: broken within the connect timeout of its handshake,
+            // one more failure in a row (so that a server that keeps
+            // accepting and dropping its connections is retried ever more
+            // slowly, not every `backoff_min`). Broken later, it was
+            // stable: the count starts again.
+            State::Ready => {
+                let flapping = now < self.ready_at.saturating_add(policy.connect_timeout);
+                if !flapping {
+                    self.failures = 0;
+                }
+                flapping
+            }
         };
         let mut wait = Duration::ZERO;
         if attempt {

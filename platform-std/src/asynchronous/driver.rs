@@ -41,19 +41,11 @@ struct Inbox {
     /// Every handle of the client is gone: end once idle.
     shutdown: bool,
     /// Releases to run that nobody waits for.
-    calls: Vec<Release<Resource>>,
+    releases: Vec<Release<Resource>>,
     /// Operations whose task went away mid-flight.
-    adopted: Vec<Adopted>,
+    adopted: Vec<AnyTicket>,
     /// Locks to keep alive.
     watches: Vec<Arc<WatchShared>>,
-}
-
-/// An operation the driver polls to its end for a task that went away.
-#[derive(Debug)]
-struct Adopted {
-    ticket: AnyTicket,
-    /// For an acquisition: its resource, to release what it may still win.
-    resource: Option<Resource>,
 }
 
 impl Driver {
@@ -81,7 +73,7 @@ impl Client {
 
     /// Runs `release` in the background: nobody waits for it.
     pub(crate) fn run_in_background(&self, release: Release<Resource>) {
-        self.shared.driver.inbox().calls.push(release);
+        self.shared.driver.inbox().releases.push(release);
         self.shared.transport.kick_driver();
     }
 
@@ -97,10 +89,11 @@ impl Client {
                 }
             }
             Abandoned::Adopted => {
-                self.shared.driver.inbox().adopted.push(Adopted {
-                    ticket: K::any(ticket),
-                    resource,
-                });
+                self.shared
+                    .driver
+                    .inbox()
+                    .adopted
+                    .push(K::any(ticket, resource));
                 transport.kick_driver();
             }
             Abandoned::Gone => {}
@@ -180,9 +173,9 @@ fn run(shared: &Arc<Shared>) {
 #[derive(Debug, Default)]
 struct Work {
     /// Releases nobody waits for, not started yet (no slot was free).
-    calls: Vec<Release<Resource>>,
+    releases: Vec<Release<Resource>>,
     /// Operations it polls to their end.
-    adopted: Vec<Adopted>,
+    adopted: Vec<AnyTicket>,
     /// Locks it keeps alive.
     watched: Vec<Watched>,
     /// The driver is in line for a slot (for a call or an extension).
@@ -194,7 +187,7 @@ impl Work {
     fn turn(&mut self, shared: &Arc<Shared>, waker: &Waker) -> bool {
         let transport = &shared.transport;
         let Work {
-            calls,
+            releases,
             adopted,
             watched,
             queued,
@@ -203,7 +196,7 @@ impl Work {
         transport.kick().take();
         {
             let mut inbox = shared.driver.inbox();
-            calls.append(&mut inbox.calls);
+            releases.append(&mut inbox.releases);
             adopted.append(&mut inbox.adopted);
             for w in inbox.watches.drain(..) {
                 let request_timeout = shared.config.request_timeout_for(core_duration(w.ttl));
@@ -223,15 +216,12 @@ impl Work {
         }
         let mut wants_slot = false;
         // What nobody waits for starts as soon as a slot is free.
-        while let Some(call) = calls.pop() {
-            match transport.submit(call, waker, DRIVER_WAITER) {
-                Ok(ticket) => adopted.push(Adopted {
-                    ticket: AnyTicket::Release(ticket),
-                    resource: None,
-                }),
-                Err(call) => {
+        while let Some(release) = releases.pop() {
+            match transport.submit(release, waker, DRIVER_WAITER) {
+                Ok(ticket) => adopted.push(AnyTicket::Release(ticket)),
+                Err(release) => {
                     // Kicked when a slot frees.
-                    calls.push(call);
+                    releases.push(release);
                     wants_slot = true;
                     break;
                 }
@@ -239,14 +229,15 @@ impl Work {
         }
         let mut i = 0;
         while i < adopted.len() {
-            let ticket = adopted[i].ticket;
-            match poll_any(shared, ticket, waker) {
+            match poll_any(shared, &adopted[i], waker) {
                 Poll::Pending => i += 1,
                 Poll::Ready(won) => {
-                    let done = adopted.swap_remove(i);
-                    let release = shared.clean_up(won, done.resource);
-                    if let Some(release) = release {
-                        calls.push(release);
+                    let resource = match adopted.swap_remove(i) {
+                        AnyTicket::Acquire(_, resource) => resource,
+                        _ => None,
+                    };
+                    if let Some(release) = shared.clean_up(won, resource) {
+                        releases.push(release);
                     }
                 }
             }
@@ -277,10 +268,10 @@ impl Work {
             // this turn's tickets were polled, with nothing new handed in).
             let mut inbox = shared.driver.inbox();
             if inbox.shutdown
-                && inbox.calls.is_empty()
+                && inbox.releases.is_empty()
                 && inbox.adopted.is_empty()
                 && inbox.watches.is_empty()
-                && calls.is_empty()
+                && releases.is_empty()
                 && adopted.is_empty()
                 && watched.is_empty()
                 && transport.idle()
@@ -360,12 +351,12 @@ fn poll_quietly<K: CallKind>(
 
 /// [`poll_quietly`] for a ticket of any kind: once done, the lock it won
 /// (an acquisition's), to release.
-fn poll_any(shared: &Shared, ticket: AnyTicket, waker: &Waker) -> Poll<Option<CoreLock>> {
+fn poll_any(shared: &Shared, ticket: &AnyTicket, waker: &Waker) -> Poll<Option<CoreLock>> {
     fn won<K: CallKind>(shared: &Shared, t: Ticket<K>, waker: &Waker) -> Poll<Option<CoreLock>> {
         poll_quietly(shared, t, waker).map(|out| out.and_then(K::won))
     }
-    match ticket {
-        AnyTicket::Acquire(t) => won(shared, t, waker),
+    match *ticket {
+        AnyTicket::Acquire(t, _) => won(shared, t, waker),
         AnyTicket::Release(t) => won(shared, t, waker),
         AnyTicket::Extend(t) => won(shared, t, waker),
         AnyTicket::Inspect(t) => won(shared, t, waker),
@@ -379,17 +370,14 @@ fn tend(
     w: &mut Watched,
     waker: &Waker,
     now: StdInstant,
-    adopted: &mut Vec<Adopted>,
+    adopted: &mut Vec<AnyTicket>,
 ) -> bool {
     let transport = &shared.transport;
     if w.shared.stopped() {
         if let Some(ticket) = w.extending {
             // Released meanwhile: the extension ends on its own (a
             // token-checked PEXPIRE of a deleted key does nothing).
-            adopted.push(Adopted {
-                ticket: AnyTicket::Extend(ticket),
-                resource: None,
-            });
+            adopted.push(AnyTicket::Extend(ticket));
         }
         return false;
     }

@@ -26,9 +26,9 @@
 //! queued in one write per socket. An operation's owner is woken once, when
 //! its operation is finished, and takes the outcome, in the type of the
 //! kind of operation it submitted ([`Kind`]: the slot keeps one place per
-//! kind, [`Job::Cell`]). A caller that queues
-//! requests while the leader polls wakes it (a `mio::Waker`, once per poll).
-//! When the leader's own operation ends it hands the role to a waiting owner.
+//! kind, [`Job::Cell`]). A caller that queues requests while the leader
+//! polls wakes it (a `mio::Waker`, once per poll). When the leader's own
+//! operation ends it hands the role to a waiting owner.
 //!
 //! So with many threads, each operation costs its owner one sleep and one
 //! wake-up, and the sockets see batches: the work of the protocol is done by
@@ -97,8 +97,11 @@ use crate::url::ServerUrl;
 /// [`Cell`](Job::Cell), from which the owner takes it in its own type,
 /// through the [`Kind`] it submitted.
 ///
+/// The driving methods repeat `Operation`'s (which a job of several kinds
+/// cannot implement: it has no one output type): when `Operation` gains
+/// one, so do `Job` and `Call`.
+///
 /// [`Operation`]: redlock_core::Operation
-#[allow(missing_docs)] // the methods are the core's `Operation`'s
 pub(crate) trait Job: core::fmt::Debug {
     /// Where a slot keeps the outcome of whichever kind of operation runs
     /// in it, for its owner to take.

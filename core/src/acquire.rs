@@ -12,7 +12,7 @@ use crate::round::{
     Disposition, Engine, MISSING, Request, Subject, Tally, Transmit, Unsolicited, outcome_of_flag,
     outcome_of_other,
 };
-use crate::time::{Duration, Instant, div_rem};
+use crate::time::{Duration, Instant, U64, div_rem};
 use crate::token::{TOKEN_LEN, Token};
 
 /// Whether fenced acquisitions are built in (the `fencing` feature).
@@ -53,7 +53,7 @@ enum Phase {
     /// Waiting for the votes of an attempt.
     Voting,
     /// F1: waiting for a majority to confirm the fence token.
-    Fencing(u64),
+    Fencing(U64),
     /// A5 done (release sent), A6: waiting before the next attempt.
     Backoff(Instant),
     /// The outcome is out; releases may still be going out.
@@ -88,7 +88,7 @@ pub struct Acquire<R> {
     attempts: u32,
     attempt_start: Instant,
     deadline: Option<Instant>,
-    jitter: u64,
+    jitter: U64,
     outcome: Option<Result<Lock, AcquireError>>,
     outcome_taken: bool,
     /// Servers whose last release (A5) must be answered before the
@@ -126,7 +126,9 @@ impl<R: AsRef<[u8]>> Acquire<R> {
         let (token_bytes, seed) = raw.split_at(TOKEN_LEN / 2);
         let token =
             Token::from_random_bytes(token_bytes.try_into().map_err(|_| ArgumentError::Rng)?);
-        let jitter = u64::from_le_bytes(seed.try_into().map_err(|_| ArgumentError::Rng)?);
+        let jitter = U64(u64::from_le_bytes(
+            seed.try_into().map_err(|_| ArgumentError::Rng)?,
+        ));
         let mut op = Acquire {
             config: *config,
             servers: *servers,
@@ -206,9 +208,9 @@ impl<R: AsRef<[u8]>> Acquire<R> {
         self.sent = false;
         self.phase = Phase::Voting;
         let request = if self.fencing() {
-            Request::FencedSet(self.ttl.as_millis())
+            Request::FencedSet(U64(self.ttl.as_millis()))
         } else {
-            Request::Set(self.ttl.as_millis())
+            Request::Set(U64(self.ttl.as_millis()))
         };
         self.engine.start_round(request);
     }
@@ -226,8 +228,8 @@ impl<R: AsRef<[u8]>> Acquire<R> {
 
     /// splitmix64 over a seed drawn from the caller's RNG.
     fn next_jitter(&mut self) -> Duration {
-        self.jitter = self.jitter.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.jitter;
+        let mut z = self.jitter.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        self.jitter = U64(z);
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^= z >> 31;
@@ -289,13 +291,13 @@ impl<R: AsRef<[u8]>> Acquire<R> {
                     // F1: t = max(every counter read) + 1, written to all
                     // servers, conditional on the key still holding our token.
                     let fence = u64::try_from(t.max_value).unwrap_or(0).saturating_add(1);
-                    self.phase = Phase::Fencing(fence);
-                    self.engine.start_round(Request::FenceWrite(fence));
+                    self.phase = Phase::Fencing(U64(fence));
+                    self.engine.start_round(Request::FenceWrite(U64(fence)));
                     return;
                 }
             }
             let fence = match self.phase {
-                Phase::Fencing(t) => Some(t),
+                Phase::Fencing(t) => Some(t.0),
                 _ => None,
             };
             let report = self.engine.report();

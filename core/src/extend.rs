@@ -8,7 +8,7 @@ use crate::lock::{ArgumentError, FailureKind, Lock, normalize_ttl};
 use crate::operation::Operation;
 use crate::report::{Report, ServerId, ServerOutcome, Servers};
 use crate::round::{Engine, Request, Subject, Transmit, Unsolicited};
-use crate::time::{Duration, Instant};
+use crate::time::{Duration, Instant, U64};
 
 /// Why an extension did not count. The lock keeps its old validity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +72,7 @@ impl<R: AsRef<[u8]>> Extend<R> {
             return Err(ArgumentError::Expired);
         }
         let mut engine = Engine::new(servers.len(), config.request_timeout_for(ttl));
-        engine.start_round(Request::Extend(ttl.as_millis()));
+        engine.start_round(Request::Extend(U64(ttl.as_millis())));
         Ok(Extend {
             config: *config,
             resource,

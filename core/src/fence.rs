@@ -10,7 +10,7 @@ use crate::report::{Report, ServerId, ServerOutcome, Servers};
 use crate::round::{
     Disposition, Engine, Request, Subject, Transmit, Unsolicited, outcome_of_other,
 };
-use crate::time::{Duration, Instant};
+use crate::time::{Duration, Instant, U64};
 
 /// A fence repair that a majority of the servers confirmed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,7 +83,7 @@ impl<R: AsRef<[u8]>> FenceRepair<R> {
     ) -> FenceRepair<R> {
         let mut engine = Engine::new(servers.len(), timeout);
         // Sent as EVAL: the script is not loaded by the handshake.
-        engine.start_round_eval(Request::FenceRaise(floor));
+        engine.start_round_eval(Request::FenceRaise(U64(floor)));
         FenceRepair {
             config: *config,
             resource,
@@ -118,7 +118,7 @@ impl<R: AsRef<[u8]>> Operation for FenceRepair<R> {
     ) -> Result<(), Unsolicited> {
         if self.engine.handle_reply(server, &reply)? == Disposition::Current {
             let floor = match self.engine.request() {
-                Request::FenceRaise(floor) => floor,
+                Request::FenceRaise(floor) => floor.0,
                 _ => u64::MAX,
             };
             let counter = reply.as_bytes().and_then(parse_u64);

@@ -40,6 +40,19 @@ pub use time::{Duration, Instant};
 pub use token::{TOKEN_LEN, Token};
 pub use watchdog::{Extension, Loss, WatchAction, Watchdog};
 
+// ALIGNMENT (see `time.rs`): on a 32-bit MCU the operations and `Lock` are
+// 4-byte aligned, so that they are copied with the 4-byte-aligned `memcpy`
+// only (an 8-byte-aligned one is a second copy of it in flash).
+const _: () = {
+    use core::mem::align_of;
+    let word = align_of::<usize>();
+    assert!(align_of::<Acquire<&[u8]>>() <= word);
+    assert!(align_of::<Extend<&[u8]>>() <= word);
+    assert!(align_of::<Release<&[u8]>>() <= word);
+    assert!(align_of::<FenceRepair<&[u8]>>() <= word);
+    assert!(align_of::<Lock>() <= word);
+};
+
 /// The suffix of the fence counter key: the counter of `resource` lives in
 /// the key `resource` + `FENCE_SUFFIX` on every server (F1).
 pub const FENCE_SUFFIX: &[u8] = round::FENCE_SUFFIX;

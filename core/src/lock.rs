@@ -1,7 +1,7 @@
 //! A held lock, and the errors shared by the operations.
 
 use crate::report::Report;
-use crate::time::{Duration, Instant, div_rem};
+use crate::time::{Duration, Instant, U64, div_rem};
 use crate::token::Token;
 
 /// A lock acquired on a majority of the servers.
@@ -13,7 +13,7 @@ pub struct Lock {
     started: Instant,
     valid_until: Instant,
     validity: Duration,
-    fence: Option<u64>,
+    fence: Option<U64>,
     extensions: u32,
     report: Report,
 }
@@ -37,7 +37,7 @@ impl Lock {
             started,
             valid_until,
             validity,
-            fence,
+            fence: fence.map(U64),
             extensions: 0,
             report,
         }
@@ -96,7 +96,7 @@ impl Lock {
 
     /// F1: the fencing token, when acquired with fencing.
     pub fn fence(&self) -> Option<u64> {
-        self.fence
+        self.fence.map(|f| f.0)
     }
 
     /// How many times the lock was extended.

@@ -10,7 +10,7 @@ use redlock_resp::script::{self, Script};
 use redlock_resp::{Command, EncodeError, ErrorKind, Reply};
 
 use crate::report::{MAX_SERVERS, Report, ServerId, ServerOutcome};
-use crate::time::{Duration, Instant};
+use crate::time::{Duration, I64, Instant, U64};
 
 /// Requests one server may have in flight for one operation: ordinary
 /// requests stop at `IN_FLIGHT / 2`; the rest is kept for the releases of
@@ -55,19 +55,19 @@ impl core::error::Error for Unsolicited {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Request {
     /// R1: `SET resource token NX PX ttl`, with the ttl in milliseconds.
-    Set(u64),
+    Set(U64),
     /// F1: the fenced acquire script, with the ttl in milliseconds.
-    FencedSet(u64),
+    FencedSet(U64),
     /// F1: raise the counter to this fence token if the key is still ours.
-    FenceWrite(u64),
+    FenceWrite(U64),
     /// R3 / A7: the release script.
     Release,
     /// R4 / A8: the extend script, with the new ttl in milliseconds.
-    Extend(u64),
+    Extend(U64),
     /// F3: the inspect script.
     Inspect,
     /// F1 repair: raise the fence counter to at least this value.
-    FenceRaise(u64),
+    FenceRaise(U64),
 }
 
 impl Request {
@@ -138,7 +138,7 @@ fn encode(
         | Request::FencedSet(n)
         | Request::FenceWrite(n)
         | Request::Extend(n)
-        | Request::FenceRaise(n) => n,
+        | Request::FenceRaise(n) => n.0,
         Request::Release | Request::Inspect => 0,
     };
     let has = |part: u8| layout & part != 0;
@@ -199,7 +199,7 @@ struct Slot {
     deadline: Instant,
     outcome: ServerOutcome,
     /// The integer the server answered (the fence counter).
-    value: i64,
+    value: I64,
     /// This round's request was sent again after a connection error.
     resent: bool,
 }
@@ -212,7 +212,7 @@ impl Slot {
         eval: false,
         deadline: Instant::ZERO,
         outcome: ServerOutcome::Pending,
-        value: 0,
+        value: I64(0),
         resent: false,
     };
 }
@@ -305,7 +305,7 @@ impl Engine {
             slot.current = 0;
             slot.send = true;
             slot.outcome = ServerOutcome::Pending;
-            slot.value = 0;
+            slot.value = I64(0);
             slot.resent = false;
         }
     }
@@ -430,7 +430,7 @@ impl Engine {
     pub(crate) fn settle(&mut self, server: ServerId, outcome: ServerOutcome, value: i64) {
         if let Some(slot) = self.slots_mut().get_mut(server.index()) {
             slot.outcome = outcome;
-            slot.value = value;
+            slot.value = I64(value);
         }
     }
 
@@ -534,8 +534,8 @@ impl Engine {
             }
             bit = bit.wrapping_shl(1);
             if answered(s.outcome) {
-                t.max_value = t.max_value.max(s.value);
-                if s.value != MISSING {
+                t.max_value = t.max_value.max(s.value.0);
+                if s.value.0 != MISSING {
                     t.answered_with_counter = t.answered_with_counter.wrapping_add(1);
                     if s.outcome == ServerOutcome::Ok {
                         t.ok_with_counter = t.ok_with_counter.wrapping_add(1);
@@ -701,13 +701,13 @@ mod tests {
         let mut e = Engine::new(2, Duration::from_millis(10));
         // Nothing in flight: a reply is unsolicited.
         assert_eq!(e.handle_reply(ServerId(0), &ok), Err(Unsolicited));
-        e.start_round(Request::Extend(10));
+        e.start_round(Request::Extend(U64(10)));
         assert_eq!(&send_all(&mut e, &s)[..], &[0, 1]);
         // Round 2 before server 0 answered round 1; server 1 answered.
         assert_eq!(e.handle_reply(ServerId(1), &ok), Ok(Disposition::Current));
         e.start_round(Request::Release);
         assert_eq!(&send_all(&mut e, &s)[..], &[0, 1]);
-        e.start_round(Request::Extend(10));
+        e.start_round(Request::Extend(U64(10)));
         assert_eq!(&send_all(&mut e, &s)[..], &[0, 1]);
         // Server 0: two stragglers (rounds 1 and 2), then round 3.
         assert_eq!(e.handle_reply(ServerId(0), &ok), Ok(Disposition::Ignored));
@@ -738,10 +738,10 @@ mod tests {
         let mut e = Engine::new(1, Duration::from_millis(10));
         // Ordinary rounds stop at half the room, one request per round.
         for _ in 0..IN_FLIGHT / 2 {
-            e.start_round(Request::Extend(10));
+            e.start_round(Request::Extend(U64(10)));
             assert_eq!(&send_all(&mut e, &s)[..], &[0]);
         }
-        e.start_round(Request::Extend(10));
+        e.start_round(Request::Extend(U64(10)));
         assert!(send_all(&mut e, &s).is_empty());
         assert_eq!(e.report().get(ServerId(0)), Some(ServerOutcome::TimedOut));
         // Releases use the rest of the room.
@@ -764,12 +764,18 @@ mod tests {
         let fence_key: &[u8] = b"res:fence";
         // (request, the arguments after `numkeys`)
         let scripted: [(Request, &[&[u8]]); 6] = [
-            (Request::FencedSet(30), &[b"res", fence_key, b"tok", b"30"]),
-            (Request::FenceWrite(7), &[b"res", fence_key, b"tok", b"7"]),
+            (
+                Request::FencedSet(U64(30)),
+                &[b"res", fence_key, b"tok", b"30"],
+            ),
+            (
+                Request::FenceWrite(U64(7)),
+                &[b"res", fence_key, b"tok", b"7"],
+            ),
             (Request::Release, &[b"res", b"tok"]),
-            (Request::Extend(1_000), &[b"res", b"tok", b"1000"]),
+            (Request::Extend(U64(1_000)), &[b"res", b"tok", b"1000"]),
             (Request::Inspect, &[b"res"]),
-            (Request::FenceRaise(41), &[fence_key, b"41"]),
+            (Request::FenceRaise(U64(41)), &[fence_key, b"41"]),
         ];
         let mut buf = [0u8; 1024];
         for (request, rest) in scripted {
@@ -793,7 +799,7 @@ mod tests {
                 assert_eq!(&buf[..n], &command(&args)[..], "{request:?} eval {eval}");
             }
         }
-        let set = Request::Set(10_000);
+        let set = Request::Set(U64(10_000));
         assert_eq!(set.script(), None);
         let n = encode(set, None, false, &s, &mut buf).unwrap();
         let want = command(&[b"SET", b"res", b"tok", b"NX", b"PX", b"10000"]);

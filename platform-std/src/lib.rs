@@ -199,6 +199,7 @@ pub struct Builder {
     ttl: Duration,
     connect_timeout: Duration,
     limits: Limits,
+    on_runtime: bool,
     #[cfg(feature = "tls")]
     tls: tls::TlsOptions,
 }
@@ -307,6 +308,16 @@ impl Builder {
         self
     }
 
+    /// Whether async calls drive the connections on their runtime's own
+    /// reactor (default `true`; it needs the `tokio` or `async-io`
+    /// feature, and does nothing without them). `false`: the client's
+    /// driver thread does it for every task, as without those features
+    /// (each call then crosses threads twice; see [`asynchronous`]).
+    pub fn drive_on_runtime(mut self, on: bool) -> Self {
+        self.on_runtime = on;
+        self
+    }
+
     /// Checks the settings and makes the client. Connections open lazily.
     ///
     /// # Errors
@@ -352,6 +363,7 @@ impl Builder {
             config: self.config,
             ttl: self.ttl,
             driver: Driver::default(),
+            on_runtime: self.on_runtime && asynchronous::ON_RUNTIME,
         });
         Ok(Client {
             _life: Arc::new(Life(shared.clone())),
@@ -428,6 +440,8 @@ struct Shared {
     ttl: Duration,
     /// The driver thread of the async API (see `asynchronous`).
     driver: Driver,
+    /// Async calls lead the transport on their runtime's reactor.
+    on_runtime: bool,
 }
 
 impl Shared {
@@ -483,6 +497,7 @@ impl Client {
             ttl: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(1),
             limits: Limits::DEFAULT,
+            on_runtime: true,
             #[cfg(feature = "tls")]
             tls: tls::TlsOptions::default(),
         }

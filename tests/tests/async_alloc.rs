@@ -1,9 +1,16 @@
 //! Zero heap allocations per lock + unlock cycle of the async API once
 //! connected, as for the blocking one (`std_alloc.rs`): on a tokio
-//! current-thread runtime, on `futures::executor::block_on`, and with four
-//! tasks sharing the client on one thread. Counted by a global allocator,
-//! on every thread (the client's driver included); this test binary has
-//! only this test, so nothing else allocates meanwhile.
+//! current-thread runtime (the connections driven on tokio's reactor), on
+//! `futures::executor::block_on` with the client's driver thread (the
+//! runtime-free path), and with four tasks sharing the client on one
+//! thread. Counted by a global allocator, on every thread (the client's
+//! driver included); this test binary has only this test, so nothing else
+//! allocates meanwhile.
+//!
+//! On `futures::executor::block_on` with the `async-io` feature, the
+//! connections are driven on async-io's reactor, whose own thread
+//! allocates when it wakes tasks (a `Vec` of wakers per turn): that figure
+//! is printed, and every allocation traced must be async-io's.
 //!
 //! Run with `--nocapture` to see the figures; should an allocation appear,
 //! the first ones counted are printed with their backtraces.
@@ -84,7 +91,35 @@ fn async_lock_and_unlock_allocate_nothing_once_connected() {
         cycles(&c, 50).await;
         allocations_of(cycles(&c, CYCLES)).await
     });
-    assert_none("futures::executor::block_on", counted);
+    if cfg!(feature = "reactor") {
+        let (allocs, traces) = counted;
+        eprintln!(
+            "futures::executor::block_on, on async-io's reactor: {allocs} allocations in {CYCLES} async lock+unlock cycles"
+        );
+        for t in &traces {
+            eprintln!("{t}");
+            assert!(
+                t.contains("async_io::reactor"),
+                "an allocation that is not async-io's reactor's (backtrace above)"
+            );
+        }
+    } else {
+        // Built without the client's `async-io` feature: the driver thread.
+        assert_none("futures::executor::block_on", counted);
+    }
+
+    // The runtime-free path: the client's driver thread drives the
+    // connections (as without the `tokio` and `async-io` features).
+    let by_thread = Client::builder()
+        .servers(servers.iter().map(|s| s.addr().to_string()))
+        .drive_on_runtime(false)
+        .build_async()
+        .unwrap();
+    let counted = futures::executor::block_on(async {
+        cycles(&by_thread, 50).await;
+        allocations_of(cycles(&by_thread, CYCLES)).await
+    });
+    assert_none("futures::executor::block_on, driver thread", counted);
 
     // Four tasks sharing the client on one thread, their requests
     // pipelined: still nothing per cycle. (Spawned and warmed up before

@@ -232,7 +232,9 @@ fn lock_futures_dropped_at_random_points_leave_no_key_and_never_acquire_later() 
         .unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .enable_time()
+        // IO for the client's `tokio` feature (its connections on tokio's
+        // reactor), time for the test's own timers.
+        .enable_all()
         .build()
         .unwrap();
     let (mut completed, mut unpolled, mut dropped, mut seen_then_released) = (0, 0, 0, 0);
@@ -377,7 +379,8 @@ fn a_lock_until_dropped_while_contending_does_not_acquire_after_the_holder_leave
         .build()
         .unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        // IO for the client's `tokio` feature, time for the test's timers.
+        .enable_all()
         .build()
         .unwrap();
     for wait_ms in [0, 1, 30, 150, 400] {

@@ -127,7 +127,9 @@ fn with_lock_cluster(request_timeout: Duration) -> (Cluster, AsyncClient, tokio:
         .unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .enable_time()
+        // IO for the client's `tokio` feature (its connections on tokio's
+        // reactor), time for the test's own timers.
+        .enable_all()
         .build()
         .unwrap();
     (cluster, c, rt)

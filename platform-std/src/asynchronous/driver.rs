@@ -9,7 +9,7 @@
 
 use alloc::sync::Arc;
 use core::sync::atomic::{AtomicBool, Ordering};
-use core::task::{Poll, Waker};
+use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant as StdInstant;
@@ -217,7 +217,7 @@ impl Work {
         let mut wants_slot = false;
         // What nobody waits for starts as soon as a slot is free.
         while let Some(release) = releases.pop() {
-            match transport.submit(release, waker, DRIVER_WAITER) {
+            match transport.submit(release, waker, DRIVER_WAITER, false) {
                 Ok(ticket) => adopted.push(AnyTicket::Release(ticket)),
                 Err(release) => {
                     // Kicked when a slot frees.
@@ -337,7 +337,9 @@ fn poll_quietly<K: CallKind>(
     waker: &Waker,
 ) -> Poll<Option<K::Out>> {
     let polled = std::panic::catch_unwind(core::panic::AssertUnwindSafe(|| {
-        shared.transport.poll_ticket(ticket, waker)
+        // The driver never leads on a reactor: it is the fallback.
+        let mut cx = Context::from_waker(waker);
+        shared.transport.poll_ticket(ticket, &mut cx, false)
     }));
     match polled {
         Ok(Poll::Ready(out)) => Poll::Ready(Some(out)),
@@ -427,7 +429,7 @@ fn tend(
                 return false;
             }
             WatchAction::Extend => match shared.extend_op(&lock, w.shared.ttl) {
-                Ok(op) => match transport.submit(op, waker, DRIVER_WAITER) {
+                Ok(op) => match transport.submit(op, waker, DRIVER_WAITER, false) {
                     Ok(ticket) => {
                         w.extending = Some(ticket);
                         // It may be over already (every server down at

@@ -125,6 +125,10 @@ impl Client {
 
 static NEXT_WAITER: AtomicU64 = AtomicU64::new(1);
 
+/// Tasks may lead the transport on their runtime's reactor (features
+/// `tokio`, `async-io`): see the module docs.
+pub(crate) const ON_RUNTIME: bool = cfg!(any(feature = "tokio", feature = "async-io"));
+
 /// One call of kind `K` in flight: submitted on its first poll, abandoned
 /// if dropped.
 struct Running<'a, K: CallKind> {
@@ -162,7 +166,8 @@ impl<K: CallKind> Future for Running<'_, K> {
                 let Some(call) = this.call.take() else {
                     panic!("a redlock future polled after it completed");
                 };
-                match transport.submit(call, cx.waker(), this.waiter) {
+                match transport.submit(call, cx.waker(), this.waiter, this.client.shared.on_runtime)
+                {
                     Ok(ticket) => ticket,
                     Err(call) => {
                         // Every slot is taken: woken when one is freed.
@@ -173,7 +178,7 @@ impl<K: CallKind> Future for Running<'_, K> {
             }
         };
         // Taken out first: if the operation panicked, the ticket is spent.
-        let polled = transport.poll_ticket(ticket, cx.waker());
+        let polled = transport.poll_ticket(ticket, cx, this.client.shared.on_runtime);
         if polled.is_pending() {
             this.ticket = Some(ticket);
         }

@@ -46,6 +46,18 @@ pub(super) struct Leadership {
     /// Since when the driver, with nothing running, writes what is left
     /// queued (see `Transport::drive`).
     pub(super) drain_since: Option<StdInstant>,
+    /// The slot whose task leads on its runtime's reactor (see `task.rs`):
+    /// it turns when the poll has events, and nobody polls in between.
+    pub(super) reactor: Option<u16>,
+    /// Turns made by tasks leading on a reactor, so far.
+    pub(super) turns: u64,
+    /// Requests were queued for the reactor leader to write at its next
+    /// turn, and its task was woken for it (once per turn, however many
+    /// callers queue: their requests go out in one write per socket).
+    pub(super) queued: bool,
+    /// `turns` when the driver last woke the reactor leader for a deadline
+    /// that was due (a leader that does not turn after it is replaced).
+    pub(super) nudged: Option<u64>,
 }
 
 impl<J: Job> State<J> {
@@ -78,6 +90,16 @@ impl<J: Job> State<J> {
         }
         let lead = &self.lead;
         debug_assert!(!lead.polling || lead.leader, "polling without leading");
+        debug_assert!(
+            lead.reactor.is_none_or(|r| lead.leader
+                && !lead.driver
+                && !lead.polling
+                && self
+                    .slots
+                    .get(usize::from(r))
+                    .is_some_and(|s| s.serial != 0 && s.task)),
+            "a reactor leader that is not a task's running slot"
+        );
         debug_assert!(
             !lead.driver || lead.leader,
             "the driver leads without the role"
@@ -156,7 +178,11 @@ impl<J: Job> Transport<J> {
         st.pump(slot, self.now());
         self.wake_poll(&mut st);
         while !st.slots[slot].done {
-            if guard.leading || !st.lead.leader {
+            // A task that leads on its runtime's reactor, waiting for its
+            // events, is relieved: a blocking call never waits for a task
+            // (which may be on this very thread's runtime).
+            if guard.leading || !st.lead.leader || st.lead.reactor.is_some() {
+                st.lead.reactor = None;
                 st.lead.leader = true;
                 guard.leading = true;
                 st = self.lead(st, Some(slot), None);
@@ -210,6 +236,12 @@ impl<J: Job> Transport<J> {
     /// wakes whoever must run: owners of finished operations, and an owner
     /// to lead if operations are left without a leader.
     pub(super) fn finish(&self, mut st: MutexGuard<'_, State<J>>, slot: usize, leading: bool) {
+        // A task that led on its runtime's reactor gives the role up too.
+        let on_reactor = st.lead.reactor == Some(slot as u16);
+        let leading = leading || on_reactor;
+        if on_reactor {
+            st.lead.reactor = None;
+        }
         if let Some(s) = st.slots.get_mut(slot) {
             s.serial = 0;
             s.op = None;
@@ -220,6 +252,7 @@ impl<J: Job> Transport<J> {
             s.panic = None;
             s.waiting = false;
             s.task = false;
+            s.on_reactor = false;
         }
         if let Some(w) = self.task_wakers.get(slot) {
             // Under the state lock: the next owner's waker is set under it.
@@ -248,7 +281,11 @@ impl<J: Job> Transport<J> {
         let mut wake = core::mem::take(&mut st.lead.to_wake);
         // Its owner is this thread: it needs no wake-up.
         wake &= !bit(slot);
-        let kick = self.hand_off(&mut st, &mut wake);
+        let mut kick = self.hand_off(&mut st, &mut wake);
+        // A task is not the last thread out of a blocking call, which
+        // writes what is still queued (a release behind a handshake): the
+        // driver does it.
+        kick |= on_reactor && st.lead.active == 0 && st.unwritten() != Unwritten::Nothing;
         st.check_leadership();
         drop(st);
         self.wake(wake);
@@ -262,14 +299,19 @@ impl<J: Job> Transport<J> {
 
     /// With no leader and operations still running, someone must poll for
     /// them: an owner thread that waits takes the role when it wakes (added
-    /// to `wake`); without one (tasks only), the driver thread does (true:
-    /// kick it once the lock is released).
+    /// to `wake`), else a task that leads on its runtime's reactor (also
+    /// added to `wake`); without either, the driver thread does (true: kick
+    /// it once the lock is released).
     pub(super) fn hand_off(&self, st: &mut State<J>, wake: &mut u64) -> bool {
         if st.lead.leader || st.lead.active == 0 {
             return false;
         }
         let waiting = bits(st.lead.active)
-            .find(|&i| st.slots[i].waiting && !st.slots[i].done && !st.slots[i].task);
+            .find(|&i| st.slots[i].waiting && !st.slots[i].done && !st.slots[i].task)
+            // Else a task that leads on its runtime's reactor when woken.
+            .or_else(|| {
+                bits(st.lead.active).find(|&i| st.slots[i].on_reactor && !st.slots[i].done)
+            });
         match waiting {
             Some(next) => {
                 *wake |= bit(next);
@@ -346,7 +388,7 @@ impl<J: Job> Transport<J> {
         let mut ready = 0u64;
         {
             let mut poller = relock(self.poller.lock());
-            let Poller { poll, events } = &mut *poller;
+            let Poller { poll, events, .. } = &mut *poller;
             let timeout = deadline.map(|d| d.saturating_duration_since(StdInstant::now()));
             // Spurious wake-ups and EINTR are harmless: everything is re-checked.
             if let Err(e) = poll.poll(events, timeout) {

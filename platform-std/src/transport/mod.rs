@@ -68,7 +68,7 @@ use core::any::Any;
 use core::net::SocketAddr;
 use core::panic::AssertUnwindSafe;
 use core::sync::atomic::{AtomicU16, Ordering};
-use core::task::Waker;
+use core::task::{Context, Waker};
 use std::io::{self, Read, Write};
 use std::net::ToSocketAddrs;
 use std::panic::{catch_unwind, resume_unwind};
@@ -215,6 +215,9 @@ struct State<J: Job> {
 struct Poller {
     poll: Poll,
     events: Events,
+    /// The runtime reactor that watches `poll` for a task that leads (see
+    /// `reactor.rs`), made by the first task that may lead.
+    reactor: Option<Reactor>,
 }
 
 /// The N connections, their poll, and the slots of running operations.
@@ -386,6 +389,7 @@ impl<J: Job> Transport<J> {
             poller: Mutex::new(Poller {
                 poll,
                 events: Events::with_capacity(64),
+                reactor: None,
             }),
             waker,
             wakeups: (0..MAX_SLOTS).map(|_| Condvar::new()).collect(),
@@ -541,6 +545,7 @@ fn std_instant(epoch: StdInstant, t: Instant) -> StdInstant {
 mod conn;
 mod drive;
 mod leader;
+mod reactor;
 mod setup;
 mod slots;
 mod stream;
@@ -553,6 +558,7 @@ mod wire;
 
 use conn::*;
 use leader::*;
+use reactor::*;
 use setup::*;
 use slots::*;
 pub(crate) use stream::TlsTarget;

@@ -25,8 +25,11 @@ pub(super) struct Slot<J: Job> {
     /// waker (a task).
     pub(super) waiting: bool,
     /// The owner is a task (woken through `Transport::task_wakers`), not a
-    /// thread: it never leads.
+    /// thread: it never blocks to lead.
     pub(super) task: bool,
+    /// The owner is a task that may lead on its runtime's reactor (it said
+    /// so when it last polled): woken to take the role when it is free.
+    pub(super) on_reactor: bool,
 }
 
 impl<J: Job> Slot<J> {
@@ -41,6 +44,7 @@ impl<J: Job> Slot<J> {
             panic: None,
             waiting: false,
             task: false,
+            on_reactor: false,
         }
     }
 

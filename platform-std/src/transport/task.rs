@@ -73,6 +73,10 @@ pub(crate) enum Abandoned<O> {
     Gone,
 }
 
+/// How long a task leading on its runtime's reactor has to turn, once the
+/// driver woke it for a due deadline, before the driver leads in its place.
+const NUDGE_GRACE: StdDuration = StdDuration::from_millis(50);
+
 /// A task waiting for a free slot.
 #[derive(Debug)]
 pub(crate) struct SlotTask {
@@ -90,17 +94,26 @@ pub(crate) struct SlotTask {
 /// free slot.
 #[derive(Debug)]
 pub(crate) struct Kick {
-    kicked: Mutex<bool>,
+    kicked: Mutex<Kicked>,
     cv: Condvar,
     /// The driver polls as the leader.
     polling: AtomicBool,
     poll_waker: Arc<mio::Waker>,
 }
 
+/// The kick's flag, and how long the driver waits.
+#[derive(Debug, Default)]
+struct Kicked {
+    kicked: bool,
+    /// The driver waits in [`Kick::wait`]: until this (`None`: until
+    /// kicked). `None` while it does not wait.
+    waiting: Option<Option<StdInstant>>,
+}
+
 impl Kick {
     pub(super) fn new(poll_waker: Arc<mio::Waker>) -> Kick {
         Kick {
-            kicked: Mutex::new(false),
+            kicked: Mutex::new(Kicked::default()),
             cv: Condvar::new(),
             polling: AtomicBool::new(false),
             poll_waker,
@@ -113,12 +126,12 @@ impl Kick {
         // Under the kick's lock: a kick either sees `polling` or is seen here.
         let kicked = relock(self.kicked.lock());
         self.polling.store(driver, Ordering::SeqCst);
-        *kicked
+        kicked.kicked
     }
 
     /// Takes a pending kick (the driver, before it reads its inbox).
     pub(crate) fn take(&self) -> bool {
-        core::mem::take(&mut *relock(self.kicked.lock()))
+        core::mem::take(&mut relock(self.kicked.lock()).kicked)
     }
 
     /// Wakes the driver if it waits or polls (or makes its next wait return
@@ -126,7 +139,7 @@ impl Kick {
     pub(crate) fn kick(&self) {
         let polling = {
             let mut kicked = relock(self.kicked.lock());
-            *kicked = true;
+            kicked.kicked = true;
             // Read under the kick's lock: a kick either sees the driver
             // polling, or is seen by `set_polling` before it polls.
             self.polling.load(Ordering::SeqCst)
@@ -140,10 +153,30 @@ impl Kick {
         }
     }
 
+    /// Makes the driver look at the time again if it would otherwise wake
+    /// after `at` (a deadline of an operation that a task leads on its
+    /// runtime's reactor: the driver keeps its time). Costs a wake-up of
+    /// the driver only when the deadline is earlier than its own, or when
+    /// it does not wait (it then looks again before it waits).
+    pub(crate) fn wake_by(&self, at: StdInstant) {
+        let mut kicked = relock(self.kicked.lock());
+        let later = match kicked.waiting {
+            None => true,
+            Some(None) => true,
+            Some(Some(until)) => at < until,
+        };
+        if later && !kicked.kicked {
+            kicked.kicked = true;
+            drop(kicked);
+            self.cv.notify_one();
+        }
+    }
+
     /// Waits until kicked (taking the kick) or until `until`.
     pub(crate) fn wait(&self, until: Option<StdInstant>) {
         let mut kicked = relock(self.kicked.lock());
-        while !*kicked {
+        kicked.waiting = Some(until);
+        while !kicked.kicked {
             match until {
                 None => kicked = relock(self.cv.wait(kicked)),
                 Some(t) => {
@@ -155,7 +188,8 @@ impl Kick {
                 }
             }
         }
-        *kicked = false;
+        kicked.kicked = false;
+        kicked.waiting = None;
     }
 }
 
@@ -232,11 +266,16 @@ impl<J: Job> Transport<J> {
     /// now, from this thread. `Err(op)` when every slot is taken: then
     /// `waker` is woken when one is freed (queued once per `waiter`, the
     /// caller's id, however often it asks).
+    ///
+    /// `may_lead`: the task will poll its ticket with
+    /// [`poll_ticket`](Transport::poll_ticket) at once, and may lead there
+    /// on its runtime's reactor; the driver is not woken for it.
     pub(crate) fn submit<K: Kind<J>>(
         &self,
         op: K,
         waker: &Waker,
         waiter: u64,
+        may_lead: bool,
     ) -> Result<Ticket<K>, K> {
         let mut st = self.lock();
         let urgent = K::URGENT;
@@ -265,17 +304,34 @@ impl<J: Job> Transport<J> {
         st.lead.active |= bit(slot);
         st.pump(slot, self.now());
         let mut kick = false;
+        let mut deadline = None;
+        let mut leader_waker = None;
         if st.lead.polling {
             // Operations are in flight: the requests stay queued, and the
             // leader, woken once per poll however many tasks submit,
             // writes them with the others in one write per socket (as it
             // does for blocking callers); it also learns the new deadlines.
             self.wake_poll(&mut st);
+        } else if let Some(leader) = st.lead.reactor {
+            // A task leads on its runtime's reactor, and waits for events:
+            // it is woken (once per turn, however many tasks queue) to
+            // write what is queued with the rest, in one write per socket,
+            // as the leader of `lead` does. The driver, which keeps the
+            // time, learns the deadline.
+            if !st.lead.queued {
+                st.lead.queued = true;
+                leader_waker = self
+                    .task_wakers
+                    .get(usize::from(leader))
+                    .and_then(|w| relock(w.lock()).take());
+            }
+            deadline = st.slots[slot].deadline.map(|d| std_instant(self.epoch, d));
         } else if !st.lead.leader {
             // Nothing in flight: written now, from this thread (no wake-up
-            // before the requests are on the wire); the driver only reads.
+            // before the requests are on the wire); the driver only reads,
+            // unless the task leads itself when it polls its ticket.
             st.flush_all();
-            kick = !st.slots[slot].done;
+            kick = !st.slots[slot].done && !may_lead;
         }
         // (A leader between two polls writes what was queued before its
         // next poll.)
@@ -283,6 +339,12 @@ impl<J: Job> Transport<J> {
         drop(st);
         if kick {
             self.kick.kick();
+        }
+        if let Some(w) = leader_waker {
+            w.wake();
+        }
+        if let Some(at) = deadline {
+            self.kick.wake_by(at);
         }
         Ok(Ticket {
             slot: slot as u16,
@@ -292,27 +354,59 @@ impl<J: Job> Transport<J> {
     }
 
     /// The outcome of `ticket`'s operation once it is done (its slot is
-    /// then freed, and the ticket is spent); until then `waker` is kept to
-    /// be woken when it is. A panic of the operation resumes here.
+    /// then freed, and the ticket is spent); until then the waker of `cx`
+    /// is kept to be woken when it is. A panic of the operation resumes
+    /// here.
+    ///
+    /// `may_lead`: the task may lead the transport on its runtime's
+    /// reactor (a task of the async API; not the driver thread). It then
+    /// drives every operation whose replies arrived, its own and others',
+    /// whenever it is polled while nobody else leads, and is woken by the
+    /// runtime when the poll has events (see `reactor.rs`).
     pub(crate) fn poll_ticket<K: Kind<J>>(
         &self,
         ticket: Ticket<K>,
-        waker: &Waker,
+        cx: &mut Context<'_>,
+        may_lead: bool,
     ) -> TaskPoll<K::Out> {
         let slot = usize::from(ticket.slot);
         let mut st = self.lock();
-        let Some(s) = st.slots.get_mut(slot).filter(|s| s.serial == ticket.serial) else {
+        if st.slots.get(slot).is_none_or(|s| s.serial != ticket.serial) {
             unreachable!("a ticket polled after its outcome was taken");
-        };
+        }
+        let mut kick = false;
+        if may_lead && !st.slots[slot].done {
+            (st, kick) = self.lead_on_reactor(st, slot, cx);
+        }
+        let leading = st.lead.reactor == Some(slot as u16);
+        let s = &mut st.slots[slot];
         if !s.done {
-            let mut w = relock(self.task_wakers[slot].lock());
-            if !w.as_ref().is_some_and(|w| w.will_wake(waker)) {
-                *w = Some(waker.clone());
+            {
+                let mut w = relock(self.task_wakers[slot].lock());
+                if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    *w = Some(cx.waker().clone());
+                }
+            }
+            // The owners of what the turns finished.
+            let wake = core::mem::take(&mut st.lead.to_wake);
+            let deadline = if leading {
+                st.next_deadline(self.epoch)
+            } else {
+                None
+            };
+            st.check_leadership();
+            drop(st);
+            self.wake(wake);
+            if kick {
+                self.kick.kick();
+            }
+            if let Some(at) = deadline {
+                self.kick.wake_by(at);
             }
             return TaskPoll::Pending;
         }
         let (outcome, panic) = (K::take(&mut s.cell), s.panic.take());
-        self.finish(st, slot, false);
+        self.finish(st, slot, leading);
         match (outcome, panic) {
             (_, Some(payload)) => resume_unwind(payload),
             (Some(outcome), None) => TaskPoll::Ready(outcome),
@@ -345,19 +439,143 @@ impl<J: Job> Transport<J> {
         }
         let now = self.now();
         s.call(|op| op.abandon(now));
+        // The driver adopts it: it cannot lead on a reactor.
+        s.on_reactor = false;
         *relock(self.task_wakers[slot].lock()) = Some(adopter.clone());
         st.pump(slot, now);
         st.flush_all();
         // Its deadlines changed (a backoff ended early): a poll in progress
         // learns them.
         self.wake_poll(&mut st);
+        let mut wake = 0;
+        if st.lead.reactor == Some(slot as u16) {
+            // Its task led on its runtime's reactor, and goes away: the
+            // role is handed on (to a waiting thread, another task, or the
+            // driver), so that no operation waits for a task that left.
+            st.lead.reactor = None;
+            st.lead.leader = false;
+            wake = core::mem::take(&mut st.lead.to_wake);
+            let _ = self.hand_off(&mut st, &mut wake);
+        }
         let kick = !st.lead.leader;
         st.check_leadership();
         drop(st);
+        self.wake(wake);
         if kick {
             self.kick.kick();
         }
         Abandoned::Adopted
+    }
+
+    /// The task of `slot` leads on its runtime's reactor, if nobody else
+    /// leads and it has a reactor this build supports: while the poll has
+    /// events (or a deadline is due), it makes turns as a blocking leader
+    /// would (without waiting), until its own operation is done or nothing
+    /// is left to do now; then its waker is registered with the reactor.
+    /// True with the guard: the driver must lead instead (no reactor
+    /// serves this task, or it failed).
+    fn lead_on_reactor<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State<J>>,
+        slot: usize,
+        cx: &mut Context<'_>,
+    ) -> (MutexGuard<'a, State<J>>, bool) {
+        let me = slot as u16;
+        if st.lead.leader && st.lead.reactor != Some(me) {
+            // A thread, the driver or another task leads.
+            return (st, false);
+        }
+        // Only the leader uses the poller: nobody else holds it now.
+        let mut poller = relock(self.poller.lock());
+        let Poller {
+            poll,
+            events,
+            reactor,
+        } = &mut *poller;
+        if !reactor.as_ref().is_some_and(Reactor::serves_current) {
+            *reactor = Reactor::current(&st.registry);
+        }
+        let Some(r) = reactor.as_ref() else {
+            st.slots[slot].on_reactor = false;
+            let driver = self.give_up_reactor(&mut st, me);
+            return (st, driver);
+        };
+        st.slots[slot].on_reactor = true;
+        st.lead.leader = true;
+        st.lead.reactor = Some(me);
+        loop {
+            // First the reactor's word (registering the task when it has
+            // none), then the poll itself, whatever the reactor said: what
+            // arrived before the registration is taken now, and what
+            // arrives after it wakes the task. (A reactor may also say
+            // "not yet" of an event it has just delivered, as async-io
+            // does for one of the tick it was registered in: the poll is
+            // the truth.)
+            let ready = match r.poll_ready(cx) {
+                Ok(ready) => ready,
+                Err(e) => {
+                    log::warn!("redlock: the runtime's reactor failed ({e}); the driver leads");
+                    *reactor = None;
+                    st.slots[slot].on_reactor = false;
+                    let driver = self.give_up_reactor(&mut st, me);
+                    return (st, driver);
+                }
+            };
+            let events = self.turn(&mut st, poll, events);
+            if st.slots[slot].done || (!ready && !events) {
+                // Done, or registered with nothing pending: the reactor
+                // wakes this task on an event, the driver when a deadline
+                // is due.
+                break;
+            }
+        }
+        (st, false)
+    }
+
+    /// The task of slot `me` no longer leads (or never did): true if the
+    /// driver must lead instead.
+    fn give_up_reactor(&self, st: &mut State<J>, me: u16) -> bool {
+        if st.lead.reactor == Some(me) {
+            st.lead.reactor = None;
+            st.lead.leader = false;
+        }
+        !st.lead.leader && st.lead.active != 0
+    }
+
+    /// One turn of a task leading on its runtime's reactor: as a round of
+    /// [`lead`](Transport::lead), with the poll's events taken without
+    /// waiting. True if there were any.
+    fn turn(&self, st: &mut State<J>, poll: &mut Poll, events: &mut Events) -> bool {
+        st.lead.queued = false;
+        st.flush_all();
+        if st.errors_untold() {
+            st.pump_all(self.now());
+        }
+        let mut mask = 0u64;
+        let mut any = false;
+        // One event per socket and the waker at most (16 servers): the 64
+        // events hold them all, so none is left behind the readiness the
+        // reactor took.
+        match poll.poll(events, Some(StdDuration::ZERO)) {
+            Ok(()) => {
+                for event in events.iter() {
+                    any = true;
+                    if event.token() != WAKE {
+                        mask |= bit(event.token().0);
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => any = true,
+            Err(e) => log::warn!("redlock: poll failed: {e}"),
+        }
+        let now = self.now();
+        st.progress_connects();
+        st.read_ready(mask, now);
+        st.expire_sessions(now);
+        st.pump_all(now);
+        st.flush_all();
+        st.lead.turns = st.lead.turns.wrapping_add(1);
+        any
     }
 
     /// A task that waited for a slot went away: the next one in line tries
@@ -385,12 +603,57 @@ impl<J: Job> Transport<J> {
     /// time.
     pub(crate) fn drive(&self, cap: Option<StdInstant>) {
         let mut st = self.lock();
+        if let Some(leader) = st.lead.reactor {
+            // A task leads on its runtime's reactor: the driver keeps its
+            // time. At a due deadline it wakes the task; a task that does
+            // not turn by the next look (a future kept but no longer
+            // polled) is relieved, and the driver leads in its place.
+            let now = StdInstant::now();
+            let until = match st.next_deadline(self.epoch) {
+                Some(due) if due <= now => {
+                    if st.lead.nudged == Some(st.lead.turns) {
+                        log::debug!("redlock: a task that leads does not turn; the driver leads");
+                        st.lead.reactor = None;
+                        st.lead.nudged = None;
+                        if let Some(s) = st.slots.get_mut(usize::from(leader)) {
+                            s.on_reactor = false;
+                        }
+                        st.lead.driver = true;
+                        drop(self.lead(st, None, cap));
+                        return;
+                    }
+                    st.lead.nudged = Some(st.lead.turns);
+                    let waker = self
+                        .task_wakers
+                        .get(usize::from(leader))
+                        .and_then(|w| relock(w.lock()).take());
+                    drop(st);
+                    if let Some(w) = waker {
+                        w.wake();
+                    }
+                    Some(now + NUDGE_GRACE)
+                }
+                due => {
+                    drop(st);
+                    due
+                }
+            };
+            self.kick.wait(match (until, cap) {
+                (Some(u), Some(c)) => Some(u.min(c)),
+                (u, c) => u.or(c),
+            });
+            return;
+        }
         if st.lead.driver
-            && !bits(st.lead.active).any(|i| st.slots[i].task)
-            && bits(st.lead.active).any(|i| st.slots[i].waiting && !st.slots[i].done)
+            && bits(st.lead.active).any(|i| {
+                let s = &st.slots[i];
+                !s.done && ((s.waiting && !s.task) || s.on_reactor)
+            })
+            && !bits(st.lead.active).any(|i| st.slots[i].task && !st.slots[i].on_reactor)
         {
-            // Only blocking calls run: one of their threads leads (as it
-            // would alone, without a wake-up per call), not the driver.
+            // Only calls whose owners can lead run: blocking calls (one of
+            // their threads leads, as it would alone, without a wake-up per
+            // call) and tasks on a reactor. Not the driver.
             self.step_down(st);
             self.kick.wait(cap);
             return;

@@ -8,6 +8,7 @@ use super::*;
 use alloc::sync::Arc;
 use alloc::task::Wake;
 use core::sync::atomic::AtomicUsize;
+use core::task::Context;
 use core::task::Poll as TaskPoll;
 use std::sync::mpsc;
 
@@ -44,7 +45,8 @@ fn spawn_driver(
 fn await_ticket(t: &Transport<TestOp>, ticket: Ticket<TestOp>, waker: &Waker) -> u8 {
     let give_up = StdInstant::now() + WITHIN;
     loop {
-        if let TaskPoll::Ready(out) = t.poll_ticket(ticket, waker) {
+        if let TaskPoll::Ready(out) = t.poll_ticket(ticket, &mut Context::from_waker(waker), false)
+        {
             return out;
         }
         assert!(StdInstant::now() < give_up, "never done");
@@ -60,9 +62,15 @@ fn a_task_is_woken_by_the_driver_once_its_operation_is_done() {
     let (t, listener) = transport();
     serve_ok(listener);
     let (count, waker) = counting();
-    let ticket = t.submit(TestOp::ping(&t, 30_000), &waker, 1).unwrap();
+    let ticket = t
+        .submit(TestOp::ping(&t, 30_000), &waker, 1, false)
+        .unwrap();
     std::thread::sleep(StdDuration::from_millis(50));
-    assert!(t.poll_ticket(ticket, &waker).is_pending(), "nobody led it");
+    assert!(
+        t.poll_ticket(ticket, &mut Context::from_waker(&waker), false)
+            .is_pending(),
+        "nobody led it"
+    );
     assert_eq!(count.0.load(Ordering::SeqCst), 0);
     let stop = Arc::new(core::sync::atomic::AtomicBool::new(false));
     let driver = spawn_driver(&t, &stop);
@@ -71,7 +79,10 @@ fn a_task_is_woken_by_the_driver_once_its_operation_is_done() {
         assert!(StdInstant::now() < give_up, "the task was never woken");
         std::thread::sleep(StdDuration::from_millis(1));
     }
-    assert_eq!(t.poll_ticket(ticket, &waker), TaskPoll::Ready(7));
+    assert_eq!(
+        t.poll_ticket(ticket, &mut Context::from_waker(&waker), false),
+        TaskPoll::Ready(7)
+    );
     stop.store(true, Ordering::SeqCst);
     t.kick().kick();
     driver.join().unwrap();
@@ -92,7 +103,9 @@ fn a_blocking_leader_hands_the_tasks_operations_to_the_driver() {
     let driver = spawn_driver(&t, &stop);
     let (count, waker) = counting();
     // The task's operation outlives the blocking call (400 ms).
-    let ticket = t.submit(TestOp::after(&t, 400, false), &waker, 1).unwrap();
+    let ticket = t
+        .submit(TestOp::after(&t, 400, false), &waker, 1, false)
+        .unwrap();
     assert_eq!(blocking.recv_timeout(WITHIN), Ok(Some(7)));
     assert_eq!(await_ticket(&t, ticket, &waker), 7);
     assert!(count.0.load(Ordering::SeqCst) >= 1, "woken by its waker");
@@ -120,13 +133,15 @@ fn more_tasks_than_slots_all_complete() {
         assert!(StdInstant::now() < give_up, "{done} of {n} done");
         for i in 0..n {
             if let Some(op) = pending[i].take() {
-                match t.submit(op, &wakers[i].1, i as u64 + 1) {
+                match t.submit(op, &wakers[i].1, i as u64 + 1, false) {
                     Ok(ticket) => tickets[i] = Some(ticket),
                     Err(op) => pending[i] = Some(op),
                 }
             }
             if let Some(ticket) = tickets[i] {
-                if let TaskPoll::Ready(out) = t.poll_ticket(ticket, &wakers[i].1) {
+                if let TaskPoll::Ready(out) =
+                    t.poll_ticket(ticket, &mut Context::from_waker(&wakers[i].1), false)
+                {
                     assert_eq!(out, 7);
                     tickets[i] = None;
                     done += 1;
@@ -152,7 +167,7 @@ fn an_abandoned_operation_runs_on_for_its_adopter() {
     let stop = Arc::new(core::sync::atomic::AtomicBool::new(false));
     let (task_count, task_waker) = counting();
     let ticket = t
-        .submit(TestOp::after(&t, 100, false), &task_waker, 1)
+        .submit(TestOp::after(&t, 100, false), &task_waker, 1, false)
         .unwrap();
     let (adopter_count, adopter) = counting();
     assert!(matches!(t.abandon(ticket, &adopter), Abandoned::Adopted));
@@ -161,7 +176,7 @@ fn an_abandoned_operation_runs_on_for_its_adopter() {
     assert_eq!(task_count.0.load(Ordering::SeqCst), 0, "the task is gone");
     assert!(adopter_count.0.load(Ordering::SeqCst) >= 1);
     // Decided at once (no PING, no deadline): done before it is abandoned.
-    let ticket = t.submit(TestOp::default(), &task_waker, 2).unwrap();
+    let ticket = t.submit(TestOp::default(), &task_waker, 2, false).unwrap();
     assert!(matches!(t.abandon(ticket, &adopter), Abandoned::Done(7)));
     stop.store(true, Ordering::SeqCst);
     t.kick().kick();
@@ -196,7 +211,7 @@ fn blocking_calls_and_tasks_mixed_all_complete() {
                     let (_, waker) = counting();
                     let mut op = Some(op);
                     let ticket = loop {
-                        match t.submit(op.take().unwrap(), &waker, k * 1000 + j + 1) {
+                        match t.submit(op.take().unwrap(), &waker, k * 1000 + j + 1, false) {
                             Ok(ticket) => break ticket,
                             Err(back) => {
                                 op = Some(back);
@@ -230,7 +245,7 @@ fn a_kick_just_before_the_poll_ends_it() {
     serve_ok(listener);
     let (_, waker) = counting();
     let ticket = t
-        .submit(TestOp::after(&t, 2_000, false), &waker, 1)
+        .submit(TestOp::after(&t, 2_000, false), &waker, 1, false)
         .unwrap();
     // The driver's first turn: it leads (the submit's kick is consumed by
     // nothing; the poll ends at once only if kicked while polling).
@@ -249,7 +264,8 @@ fn a_kick_just_before_the_poll_ends_it() {
 
 fn await_ticket_driven(t: &Transport<TestOp>, ticket: Ticket<TestOp>, waker: &Waker) -> u8 {
     loop {
-        if let TaskPoll::Ready(out) = t.poll_ticket(ticket, waker) {
+        if let TaskPoll::Ready(out) = t.poll_ticket(ticket, &mut Context::from_waker(waker), false)
+        {
             return out;
         }
         t.drive(Some(StdInstant::now() + StdDuration::from_millis(50)));

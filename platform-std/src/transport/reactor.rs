@@ -1,0 +1,138 @@
+//! The readiness of the transport's poll, from an async runtime's own
+//! reactor (features `tokio` and `async-io`).
+//!
+//! The transport's mio `Poll` is an epoll instance: its descriptor is
+//! readable while any of its sockets has an event. Registered with the
+//! runtime's reactor (a duplicate of it: tokio's `AsyncFd`, async-io's
+//! `Async`), it wakes the task that leads the transport when a reply
+//! arrives, on the runtime's own thread: no driver thread between a reply
+//! and the task that awaits it. The task then polls the mio `Poll` without
+//! waiting and drives every operation, as a blocking leader would.
+//!
+//! Only readiness comes from the runtime, not time: the deadlines are kept
+//! by the client's driver thread, which wakes the leading task when one is
+//! due (see `task.rs`). So a runtime built without timers works too, and
+//! the hot path (a reply, then the task) has no timer in it.
+
+//!
+//! Without either feature the type has no value, and the transport never
+//! leads from a task: the driver thread does.
+
+#[cfg(any(feature = "tokio", feature = "async-io"))]
+use std::os::fd::{AsFd, OwnedFd};
+
+#[cfg(any(feature = "tokio", feature = "async-io"))]
+use core::task::Poll as TaskPoll;
+
+use super::*;
+
+/// The runtime reactor a task leads the transport from.
+#[derive(Debug)]
+pub(crate) enum Reactor {
+    /// tokio's, for a task on a tokio runtime with IO enabled.
+    #[cfg(feature = "tokio")]
+    Tokio(tokio::io::unix::AsyncFd<OwnedFd>),
+    /// async-io's (smol's), for any other task; true: made for a task on
+    /// a tokio runtime whose IO is not enabled.
+    #[cfg(feature = "async-io")]
+    AsyncIo(async_io::Async<OwnedFd>, bool),
+}
+
+impl Reactor {
+    /// The reactor of the runtime the calling task runs on, watching the
+    /// poll behind `registry`. `None` when there is none this build
+    /// supports (no tokio runtime is current, and async-io is not built
+    /// in), or when registering failed (logged): the driver thread serves
+    /// the task then.
+    pub(crate) fn current(registry: &Registry) -> Option<Reactor> {
+        #[cfg(feature = "tokio")]
+        let on_tokio = tokio::runtime::Handle::try_current().is_ok();
+        #[cfg(feature = "tokio")]
+        if on_tokio {
+            // (Deprecated in tokio 1.54 for descriptors that may be closed
+            // while registered; an `OwnedFd` is closed only when the
+            // `AsyncFd` drops it, after deregistering, which is what the
+            // unsafe `register_with_interest` asks of its caller, and this
+            // crate has no unsafe code.)
+            #[allow(deprecated)]
+            let made = registry.as_fd().try_clone_to_owned().and_then(|fd| {
+                tokio::io::unix::AsyncFd::with_interest(fd, tokio::io::Interest::READABLE)
+            });
+            match made {
+                Ok(fd) => return Some(Reactor::Tokio(fd)),
+                // IO not enabled on this runtime, say: async-io may serve.
+                Err(e) => log::debug!("redlock: tokio's reactor cannot watch the poll: {e}"),
+            }
+        }
+        #[cfg(feature = "async-io")]
+        {
+            let made = registry
+                .as_fd()
+                .try_clone_to_owned()
+                .and_then(async_io::Async::new_nonblocking);
+            match made {
+                #[cfg(feature = "tokio")]
+                Ok(fd) => return Some(Reactor::AsyncIo(fd, on_tokio)),
+                #[cfg(not(feature = "tokio"))]
+                Ok(fd) => return Some(Reactor::AsyncIo(fd, false)),
+                Err(e) => log::warn!("redlock: async-io's reactor cannot watch the poll: {e}"),
+            }
+        }
+        let _ = registry;
+        None
+    }
+
+    /// Whether this reactor is the one for the calling task: tokio's while
+    /// a tokio runtime is current (outside one, nothing would turn it),
+    /// async-io's while none is (on tokio, tokio's own reactor is
+    /// preferred: no second reactor thread).
+    pub(crate) fn serves_current(&self) -> bool {
+        #[cfg(feature = "tokio")]
+        let on_tokio = tokio::runtime::Handle::try_current().is_ok();
+        #[cfg(not(feature = "tokio"))]
+        let on_tokio = false;
+        match self {
+            #[cfg(feature = "tokio")]
+            Reactor::Tokio(_) => on_tokio,
+            #[cfg(feature = "async-io")]
+            Reactor::AsyncIo(_, for_tokio) => *for_tokio || !on_tokio,
+            #[cfg(not(any(feature = "tokio", feature = "async-io")))]
+            _ => {
+                let _ = on_tokio;
+                match *self {}
+            }
+        }
+    }
+
+    /// True if the poll has had events since the last call that returned
+    /// false (its readiness is then taken: the caller polls the events
+    /// now); false once `cx` is registered to be woken when it has. An
+    /// error means the reactor is gone (its runtime shut down).
+    pub(crate) fn poll_ready(&self, cx: &mut Context<'_>) -> io::Result<bool> {
+        match self {
+            #[cfg(feature = "tokio")]
+            Reactor::Tokio(fd) => match fd.poll_read_ready(cx) {
+                TaskPoll::Ready(Ok(mut guard)) => {
+                    // Taken before the caller polls: an event after this
+                    // sets it again (tokio compares its ticks), so none is
+                    // lost.
+                    guard.clear_ready();
+                    Ok(true)
+                }
+                TaskPoll::Ready(Err(e)) => Err(e),
+                TaskPoll::Pending => Ok(false),
+            },
+            #[cfg(feature = "async-io")]
+            Reactor::AsyncIo(fd, _) => match fd.poll_readable(cx) {
+                TaskPoll::Ready(Ok(())) => Ok(true),
+                TaskPoll::Ready(Err(e)) => Err(e),
+                TaskPoll::Pending => Ok(false),
+            },
+            #[cfg(not(any(feature = "tokio", feature = "async-io")))]
+            _ => {
+                let _ = cx;
+                match *self {}
+            }
+        }
+    }
+}

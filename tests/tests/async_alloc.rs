@@ -157,4 +157,75 @@ fn async_lock_and_unlock_allocate_nothing_once_connected() {
         .await
     });
     assert_none("4 tokio tasks on one thread", counted);
+
+    // 1,000 tasks on one thread, one lock + unlock each of its own
+    // resource (at most 64 run at once: the others wait for a slot):
+    // counted and reported, per cycle. (Spawned before counting starts;
+    // each waits for the go.)
+    let crowd = |spawn: &dyn Fn(AsyncClient, String, Arc<AtomicBool>)| {
+        let go = Arc::new(AtomicBool::new(false));
+        for t in 0..CROWD {
+            spawn(c.clone(), format!("crowd-{t}"), go.clone());
+        }
+        go
+    };
+    let counted = {
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async {
+            let handles = std::cell::RefCell::new(Vec::new());
+            let go = crowd(&|c, name, go| {
+                handles
+                    .borrow_mut()
+                    .push(tokio::task::spawn_local(async move {
+                        while !go.load(Ordering::SeqCst) {
+                            tokio::task::yield_now().await;
+                        }
+                        c.unlock(&c.lock(name, TTL).await.unwrap()).await.unwrap();
+                    }));
+            });
+            allocations_of(async {
+                go.store(true, Ordering::SeqCst);
+                for h in handles.take() {
+                    h.await.unwrap();
+                }
+            })
+            .await
+        })
+    };
+    report_crowd("tokio current-thread", counted);
+    let ex = smol::LocalExecutor::new();
+    let counted = smol::block_on(ex.run(async {
+        let handles = std::cell::RefCell::new(Vec::new());
+        let go = crowd(&|c, name, go| {
+            handles.borrow_mut().push(ex.spawn(async move {
+                while !go.load(Ordering::SeqCst) {
+                    smol::future::yield_now().await;
+                }
+                c.unlock(&c.lock(name, TTL).await.unwrap()).await.unwrap();
+            }));
+        });
+        allocations_of(async {
+            go.store(true, Ordering::SeqCst);
+            for h in handles.take() {
+                h.await;
+            }
+        })
+        .await
+    }));
+    report_crowd("smol LocalExecutor", counted);
+}
+
+/// Tasks in the crowd of the last measurement.
+const CROWD: usize = 1_000;
+
+/// Prints what a crowd of `CROWD` tasks allocated, per cycle.
+fn report_crowd(executor: &str, (allocs, traces): (usize, Vec<String>)) {
+    eprintln!(
+        "{CROWD} tasks on one thread ({executor}): {allocs} allocations in {CROWD} lock+unlock \
+         cycles, {:.2} per cycle",
+        allocs as f64 / CROWD as f64
+    );
+    for t in &traces {
+        eprintln!("{t}");
+    }
 }

@@ -230,6 +230,82 @@ fn a_contended_lock_with_two_of_five_servers_stopped_lets_other_tasks_run() {
     holder.unlock(&held).unwrap();
 }
 
+/// A second task on a smol `LocalExecutor` that counts its turns until
+/// stopped.
+fn spawn_turns_on(
+    ex: &smol::LocalExecutor<'_>,
+) -> (Arc<AtomicU64>, Arc<AtomicBool>, smol::Task<()>) {
+    let count = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let task = ex.spawn({
+        let (count, stop) = (count.clone(), stop.clone());
+        async move {
+            while !stop.load(Ordering::SeqCst) {
+                count.fetch_add(1, Ordering::SeqCst);
+                smol::future::yield_now().await;
+            }
+        }
+    });
+    (count, stop, task)
+}
+
+/// `f`, or `None` once `HANG` has passed (on async-io's timer).
+async fn within_hang<F: Future>(f: F) -> Option<F::Output> {
+    smol::future::or(async { Some(f.await) }, async {
+        async_io::Timer::after(HANG).await;
+        None
+    })
+    .await
+}
+
+/// The same on smol (one thread, its `LocalExecutor` on async-io's
+/// reactor, where the client drives its connections with the `async-io`
+/// feature): the counting task keeps taking turns while `lock` and
+/// `lock_until` retry against a held resource with two servers frozen.
+#[test]
+fn on_smol_a_contended_lock_with_two_of_five_servers_stopped_lets_other_tasks_run() {
+    let s = servers(5);
+    let holder = builder(&s).build().unwrap();
+    let held = holder.lock("res", Duration::from_secs(60)).unwrap();
+    let c = builder(&s)
+        .retry(3, Duration::from_millis(20))
+        .request_timeout(Duration::from_millis(300))
+        .build_async()
+        .unwrap();
+    let ex = smol::LocalExecutor::new();
+    smol::block_on(ex.run(async {
+        c.unlock(&c.lock("warm", Duration::from_secs(10)).await.unwrap())
+            .await
+            .unwrap();
+        let _stopped = Stopped::new(&s[3..]);
+        let (count, stop, task) = spawn_turns_on(&ex);
+
+        let before = count.load(Ordering::SeqCst);
+        let result = within_hang(c.lock("res", Duration::from_secs(10)))
+            .await
+            .expect("lock ends");
+        let during_lock = count.load(Ordering::SeqCst) - before;
+        assert!(matches!(result, Err(Error::Conflict(_))), "{result:?}");
+
+        let before = count.load(Ordering::SeqCst);
+        let deadline = Instant::now() + Duration::from_millis(500);
+        let result = within_hang(c.lock_until("res", Duration::from_secs(10), deadline))
+            .await
+            .expect("lock_until ends");
+        let during_lock_until = count.load(Ordering::SeqCst) - before;
+        assert!(matches!(result, Err(Error::Conflict(_))), "{result:?}");
+
+        stop.store(true, Ordering::SeqCst);
+        task.await;
+        assert!(during_lock >= 100, "{during_lock} turns during lock");
+        assert!(
+            during_lock_until >= 100,
+            "{during_lock_until} turns during lock_until"
+        );
+    }));
+    holder.unlock(&held).unwrap();
+}
+
 /// Two of five servers frozen, the resource held by another client: an
 /// async `lock_until` is in flight, and the holder lets go only once the
 /// counting task has taken 10,000 turns on the same single thread and a
@@ -704,6 +780,18 @@ fn run_on_local_pool(
     (registers, results)
 }
 
+/// Runs a crowd as tasks spawned on a smol `LocalExecutor` (one thread).
+fn run_on_smol(
+    (registers, tasks): Crowd<impl Future<Output = Result<Released, Error>> + 'static>,
+) -> (Vec<Rc<Register>>, Vec<Result<Released, Error>>) {
+    let ex = smol::LocalExecutor::new();
+    let results = smol::block_on(ex.run(async {
+        let handles: Vec<_> = tasks.into_iter().map(|t| ex.spawn(t)).collect();
+        bounded("the crowd", futures::future::join_all(handles)).await
+    }));
+    (registers, results)
+}
+
 /// The safety of a crowd's run, whoever got the lock and whenever: no two
 /// holders at once, and every increment written is in its register (none
 /// lost).
@@ -764,6 +852,17 @@ fn a_thousand_tasks_on_one_thread_are_all_served_in_time() {
     let s = servers(3);
     let c = crowd_client(&s);
     let (registers, results) = run_on_local_pool(crowd(&c, TASKS, RESOURCES));
+    no_update_lost(&registers);
+    everyone_served_in_time(&registers, &results);
+}
+
+/// The same crowd on smol (async-io's reactor): no update lost, and every
+/// task served before its deadline.
+#[test]
+fn on_smol_a_thousand_tasks_on_one_thread_lose_no_update() {
+    let s = servers(3);
+    let c = crowd_client(&s);
+    let (registers, results) = run_on_smol(crowd(&c, TASKS, RESOURCES));
     no_update_lost(&registers);
     everyone_served_in_time(&registers, &results);
 }

@@ -122,6 +122,9 @@ enum DropAt {
     /// Raced with `tokio::time::sleep(after)` in a task, dropped by the
     /// `select!` that loses.
     Select { after: Duration },
+    /// Raced with async-io's `Timer::after(after)` on `smol::block_on`
+    /// (async-io's reactor), dropped by the race that loses.
+    SmolRace { after: Duration },
 }
 
 /// Runs `fut` as `how` says; its output if it completed first.
@@ -145,6 +148,16 @@ fn run_and_drop(
             drop(fut);
             None
         }
+        DropAt::SmolRace { after } => smol::block_on(async move {
+            let timer = async_io::Timer::after(after);
+            match futures::future::select(fut, timer).await {
+                futures::future::Either::Left((out, _)) => Some(out),
+                futures::future::Either::Right((_, fut)) => {
+                    drop(fut);
+                    None
+                }
+            }
+        }),
         DropAt::Select { after } => rt.block_on(async move {
             tokio::select! {
                 biased;
@@ -186,14 +199,18 @@ fn plan(rng: &mut Rng) -> Plan {
         delay * 3 + Duration::from_millis(3)
     };
     let holder_leaves_after = (contended && rng.below(2) == 0).then(|| rng.micros(span));
-    let how = if rng.below(2) == 0 {
-        let polls = rng.below(6) as u32;
-        let gap = rng.micros(span / polls.max(1));
-        DropAt::Manual { polls, gap }
-    } else {
-        DropAt::Select {
-            after: rng.micros(span),
+    let how = match rng.below(3) {
+        0 => {
+            let polls = rng.below(6) as u32;
+            let gap = rng.micros(span / polls.max(1));
+            DropAt::Manual { polls, gap }
         }
+        1 => DropAt::Select {
+            after: rng.micros(span),
+        },
+        _ => DropAt::SmolRace {
+            after: rng.micros(span),
+        },
     };
     Plan {
         op,

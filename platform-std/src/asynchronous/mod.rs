@@ -5,21 +5,46 @@
 //!
 //! An async call builds the same core operation as the blocking one and
 //! moves it into a slot of the client's transport: its requests are
-//! encoded and written at once, from the calling task's thread, and the
-//! task leaves its [`Waker`](core::task::Waker) and returns `Pending`. It
-//! never polls a socket: whichever thread leads the transport (a blocking
-//! caller of the same client, or else the client's *driver thread*) reads
-//! the replies, hands them to the operation and wakes the task once, when
-//! its call is done. One poll of the sockets serves every operation that
-//! is running, so N tasks cost one wake-up of the driver per batch of
-//! replies, not one thread each.
+//! encoded and written at once, from the calling task's thread. Then one
+//! of two things drives the connections.
+//!
+//! **On the runtime's own reactor** (features `tokio` and `async-io`; on by
+//! default with either, see
+//! [`Builder::drive_on_runtime`](crate::Builder::drive_on_runtime)): the
+//! task that awaits the call leads the transport, as a blocking caller
+//! does. A
+//! duplicate of the transport's epoll descriptor is registered with the
+//! runtime's reactor (tokio's `AsyncFd` for a task on a tokio runtime,
+//! which must have IO enabled; async-io's `Async` for any other task). When
+//! replies arrive the runtime wakes the leading task, which reads every
+//! socket without waiting and completes every operation whose replies are
+//! in, waking each owner once. Tasks that submit meanwhile queue their
+//! requests and wake the leader once per turn (one write per socket for
+//! all of them). When the leader's call ends, or its future is dropped, the
+//! role goes to another task that waits (else to a blocking caller, else
+//! to the driver thread). No thread stands between a reply and its task.
+//!
+//! **On the driver thread** (without those features, or
+//! `drive_on_runtime(false)`): the task leaves its
+//! [`Waker`](core::task::Waker) and returns `Pending`; whichever thread
+//! leads the transport (a blocking caller of the same client, or else the
+//! client's *driver thread*) reads the replies and wakes the task once,
+//! when its call is done. It depends on no runtime: tokio, smol,
+//! `futures::executor` or a hand-written executor all work.
 //!
 //! The driver thread is started by the client's first async use and ends
-//! when the last handle of the client is dropped. It depends on no
-//! runtime: tokio, smol, `futures::executor` or a hand-written executor all
-//! work. It also keeps the watched locks alive ([`AsyncAutoLock`]; the
-//! timers are its own, no thread per lock), and runs what nobody waits for:
-//! the release of a dropped guard, or the end of a dropped call.
+//! when the last handle of the client is dropped. In both modes it keeps
+//! the watched locks alive ([`AsyncAutoLock`]; the timers are its own, no
+//! thread per lock) and runs what nobody waits for: the release of a
+//! dropped guard, or the end of a dropped call. On the reactor it also
+//! keeps the operations' time: it wakes the leading task when a deadline
+//! is due, and leads in its place if that task does not turn (a future kept
+//! but no longer polled).
+//!
+//! Why a registered epoll descriptor and not an async driver over
+//! `embedded-io-async` streams: it keeps one transport for the blocking
+//! and async faces (the same sessions, slots and leader). Measured against
+//! the driver thread in `benches/README.md` ("The async API").
 //!
 //! Blocking and async calls share one transport: the same connections,
 //! pipelined, and the same per-server reports.

@@ -172,7 +172,7 @@ fn async_lock_and_unlock_allocate_nothing_once_connected() {
     let counted = {
         let local = tokio::task::LocalSet::new();
         local.block_on(&rt, async {
-            let handles = std::cell::RefCell::new(Vec::new());
+            let handles = core::cell::RefCell::new(Vec::new());
             let go = crowd(&|c, name, go| {
                 handles
                     .borrow_mut()
@@ -195,7 +195,7 @@ fn async_lock_and_unlock_allocate_nothing_once_connected() {
     report_crowd("tokio current-thread", counted);
     let ex = smol::LocalExecutor::new();
     let counted = smol::block_on(ex.run(async {
-        let handles = std::cell::RefCell::new(Vec::new());
+        let handles = core::cell::RefCell::new(Vec::new());
         let go = crowd(&|c, name, go| {
             handles.borrow_mut().push(ex.spawn(async move {
                 while !go.load(Ordering::SeqCst) {

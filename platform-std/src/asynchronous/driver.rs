@@ -1,11 +1,14 @@
 //! The driver thread: one per client, started by its first async use.
 //!
-//! It leads the transport while tasks' operations run and no blocking
-//! caller leads (a task never blocks, so it never polls), runs what nobody
-//! waits for (the release of a dropped guard, the end of a dropped call),
-//! and keeps the watched locks of the async API alive: their timers live
-//! here, so a watched lock costs no thread of its own. It ends once every
-//! handle of the client is gone and nothing of its own is left to do.
+//! It leads the transport while tasks' operations run and neither a
+//! blocking caller nor a task on its runtime's reactor leads (without the
+//! `tokio`/`async-io` features a task never polls a socket), keeps the time
+//! of a task that leads and takes over from one that is no longer polled
+//! (see `transport/task.rs`), runs what nobody waits for (the release of a
+//! dropped guard, the end of a dropped call), and keeps the watched locks
+//! of the async API alive: their timers live here, so a watched lock costs
+//! no thread of its own. It ends once every handle of the client is gone
+//! and nothing of its own is left to do.
 
 use alloc::sync::Arc;
 use core::sync::atomic::{AtomicBool, Ordering};

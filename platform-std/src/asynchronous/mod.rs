@@ -64,7 +64,9 @@
 //!   the background;
 //! - no future holds a lock of the client's across an `.await`: every
 //!   critical section is inside one `poll`, so nothing a task does can
-//!   stall the driver.
+//!   stall the driver. A future kept but no longer polled while it leads
+//!   on the reactor holds up the others for at most a watch period (10 ms)
+//!   past the moment it owes work: the driver then leads in its place.
 //!
 //! An operation that panics (the core's do not) panics the task that
 //! awaits it.

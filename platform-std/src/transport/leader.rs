@@ -25,7 +25,11 @@ pub(super) enum Unwritten {
 ///   (`woken` implies `polling`);
 /// - a slot is either running (`active`) or done and waiting to be woken
 ///   (`to_wake`), never both, and either way it is occupied;
-/// - every slot is occupied or on the free list, never both.
+/// - every slot is occupied or on the free list, never both;
+/// - a task that leads on a reactor (`reactor`) is the leader, neither the
+///   driver nor polling, and its slot is a task's, occupied;
+/// - the role is waiting for a task to take it (`handed_at`) only while
+///   nobody leads.
 #[derive(Debug, Default)]
 pub(super) struct Leadership {
     /// Some thread is the leader.
@@ -55,9 +59,17 @@ pub(super) struct Leadership {
     /// turn, and its task was woken for it (once per turn, however many
     /// callers queue: their requests go out in one write per socket).
     pub(super) queued: bool,
-    /// `turns` when the driver last woke the reactor leader for a deadline
-    /// that was due (a leader that does not turn after it is replaced).
-    pub(super) nudged: Option<u64>,
+    /// What the driver saw when work was first owed to a task that leads
+    /// (or was handed the role): `turns` then, and when. Still no turn a
+    /// whole `WATCH_PERIOD` later: the driver leads in its place.
+    pub(super) watch: Option<(u64, StdInstant)>,
+    /// The role was handed to a task (woken to take it) at this time, and
+    /// it has not taken it yet.
+    pub(super) handed_at: Option<StdInstant>,
+    /// The driver keeps watching, every `WATCH_PERIOD`, until then (after
+    /// tasks last led: so that a task that takes the role again soon
+    /// needs no wake-up of the driver).
+    pub(super) linger_until: Option<StdInstant>,
 }
 
 impl<J: Job> State<J> {
@@ -90,6 +102,10 @@ impl<J: Job> State<J> {
         }
         let lead = &self.lead;
         debug_assert!(!lead.polling || lead.leader, "polling without leading");
+        debug_assert!(
+            lead.handed_at.is_none() || !lead.leader,
+            "the role handed to a task, and someone leads"
+        );
         debug_assert!(
             lead.reactor.is_none_or(|r| lead.leader
                 && !lead.driver
@@ -300,21 +316,29 @@ impl<J: Job> Transport<J> {
     /// With no leader and operations still running, someone must poll for
     /// them: an owner thread that waits takes the role when it wakes (added
     /// to `wake`), else a task that leads on its runtime's reactor (also
-    /// added to `wake`); without either, the driver thread does (true: kick
-    /// it once the lock is released).
+    /// added to `wake`, and watched by the driver); without either, the
+    /// driver thread does (true: kick it once the lock is released).
     pub(super) fn hand_off(&self, st: &mut State<J>, wake: &mut u64) -> bool {
         if st.lead.leader || st.lead.active == 0 {
             return false;
         }
-        let waiting = bits(st.lead.active)
-            .find(|&i| st.slots[i].waiting && !st.slots[i].done && !st.slots[i].task)
-            // Else a task that leads on its runtime's reactor when woken.
-            .or_else(|| {
-                bits(st.lead.active).find(|&i| st.slots[i].on_reactor && !st.slots[i].done)
-            });
-        match waiting {
+        let thread = bits(st.lead.active)
+            .find(|&i| st.slots[i].waiting && !st.slots[i].done && !st.slots[i].task);
+        if let Some(next) = thread {
+            *wake |= bit(next);
+            return false;
+        }
+        // Else a task that leads on its runtime's reactor when woken. (It
+        // may be kept without being polled: the driver watches, and leads
+        // if it has not taken the role within `WATCH_PERIOD`.)
+        let task = bits(st.lead.active).find(|&i| st.slots[i].on_reactor && !st.slots[i].done);
+        match task {
             Some(next) => {
                 *wake |= bit(next);
+                st.lead.handed_at = Some(StdInstant::now());
+                // The driver, which watches, learns it (a wake-up only if
+                // it sleeps longer than a watch period).
+                self.kick.wake_by(StdInstant::now() + WATCH_PERIOD);
                 false
             }
             None => true,
@@ -354,6 +378,8 @@ impl<J: Job> Transport<J> {
         own: Option<usize>,
         cap: Option<StdInstant>,
     ) -> MutexGuard<'a, State<J>> {
+        // Whoever leads, the role is no longer waiting for a task to take it.
+        st.lead.handed_at = None;
         loop {
             st.flush_all();
             if !st.errors_untold() {

@@ -39,6 +39,11 @@
 //! condition variable, never uses the waker, and allocates nothing per
 //! operation.
 //!
+//! An async task may lead too, on its runtime's reactor (`reactor.rs`,
+//! features `tokio` and `async-io`): it does not wait in `Poll::poll`, but
+//! polls without waiting whenever the runtime says the poll's descriptor
+//! is readable (see `task.rs`).
+//!
 //! An operation that panics (the core's do not) is dropped; its owner's call
 //! panics with the same payload, on the owner's own thread.
 //!
@@ -49,8 +54,11 @@
 //! - `leader.rs`: the combining leader (`run`, `lead`, `finish`, the last
 //!   thread out);
 //! - `slots.rs`: the slots where running operations live;
-//! - `task.rs`: operations owned by tasks (the async API) and the driver
-//!   thread's turns as the leader;
+//! - `task.rs`: operations owned by tasks (the async API), tasks that lead
+//!   on their runtime's reactor, and the driver thread's turns (as the
+//!   leader, or watching a task that leads);
+//! - `reactor.rs`: the runtime's reactor (tokio, async-io) watching the
+//!   poll's descriptor for a task that leads;
 //! - `drive.rs`: driving an operation (deadlines, connection errors, what
 //!   it sends, which queue a request goes to);
 //! - `wire.rs`: connects, the handshake the core plans and judges, writes,
@@ -277,6 +285,18 @@ const RESOLVE_AGAIN: StdDuration = StdDuration::from_secs(30);
 /// wait for): a working server on a LAN passes its handshake much faster; a
 /// stalled one must not cost every call more.
 const HELD_GRACE: StdDuration = StdDuration::from_millis(20);
+
+/// While tasks lead on their runtime's reactor, the driver looks every
+/// this often: a task owed work (requests queued for its turn, a deadline
+/// due, the role handed to it) that made no turn for a whole period is not
+/// being polled (a future kept but not awaited), and the driver leads in
+/// its place.
+const WATCH_PERIOD: StdDuration = StdDuration::from_millis(10);
+
+/// The driver keeps looking every `WATCH_PERIOD` this long after tasks
+/// last led, so that a task taking the role again soon needs no wake-up of
+/// the driver (a kick, a cross-thread wake-up, per call otherwise).
+const LINGER: StdDuration = StdDuration::from_millis(200);
 
 /// The core's clock reads this many microseconds when the transport is made
 /// (20 years), so that instants before it, such as when a server that has

@@ -29,9 +29,10 @@ use super::*;
 /// The runtime reactor a task leads the transport from.
 #[derive(Debug)]
 pub(crate) enum Reactor {
-    /// tokio's, for a task on a tokio runtime with IO enabled.
+    /// tokio's, for a task on a tokio runtime with IO enabled: the
+    /// runtime it is registered with, by id.
     #[cfg(feature = "tokio")]
-    Tokio(tokio::io::unix::AsyncFd<OwnedFd>),
+    Tokio(tokio::io::unix::AsyncFd<OwnedFd>, tokio::runtime::Id),
     /// async-io's (smol's), for any other task; true: made for a task on
     /// a tokio runtime whose IO is not enabled.
     #[cfg(feature = "async-io")]
@@ -46,9 +47,13 @@ impl Reactor {
     /// the task then.
     pub(crate) fn current(registry: &Registry) -> Option<Reactor> {
         #[cfg(feature = "tokio")]
-        let on_tokio = tokio::runtime::Handle::try_current().is_ok();
+        let runtime = tokio::runtime::Handle::try_current().ok();
         #[cfg(feature = "tokio")]
-        if on_tokio {
+        let on_tokio = runtime.is_some();
+        #[cfg(all(feature = "tokio", not(feature = "async-io")))]
+        let _ = on_tokio;
+        #[cfg(feature = "tokio")]
+        if let Some(runtime) = runtime {
             // (Deprecated in tokio 1.54 for descriptors that may be closed
             // while registered; an `OwnedFd` is closed only when the
             // `AsyncFd` drops it, after deregistering, which is what the
@@ -59,7 +64,7 @@ impl Reactor {
                 tokio::io::unix::AsyncFd::with_interest(fd, tokio::io::Interest::READABLE)
             });
             match made {
-                Ok(fd) => return Some(Reactor::Tokio(fd)),
+                Ok(fd) => return Some(Reactor::Tokio(fd, runtime.id())),
                 // IO not enabled on this runtime, say: async-io may serve.
                 Err(e) => log::debug!("redlock: tokio's reactor cannot watch the poll: {e}"),
             }
@@ -83,17 +88,22 @@ impl Reactor {
     }
 
     /// Whether this reactor is the one for the calling task: tokio's while
-    /// a tokio runtime is current (outside one, nothing would turn it),
-    /// async-io's while none is (on tokio, tokio's own reactor is
-    /// preferred: no second reactor thread).
+    /// the runtime it is registered with is current (another one's, even
+    /// alive, may not be turning: a current-thread runtime whose
+    /// `block_on` returned), async-io's while no tokio runtime is (on
+    /// tokio, tokio's own reactor is preferred: no second reactor thread).
     pub(crate) fn serves_current(&self) -> bool {
         #[cfg(feature = "tokio")]
-        let on_tokio = tokio::runtime::Handle::try_current().is_ok();
+        let runtime = tokio::runtime::Handle::try_current().ok().map(|h| h.id());
+        #[cfg(feature = "tokio")]
+        let on_tokio = runtime.is_some();
         #[cfg(not(feature = "tokio"))]
         let on_tokio = false;
+        #[cfg(not(feature = "async-io"))]
+        let _ = on_tokio;
         match self {
             #[cfg(feature = "tokio")]
-            Reactor::Tokio(_) => on_tokio,
+            Reactor::Tokio(_, id) => runtime == Some(*id),
             #[cfg(feature = "async-io")]
             Reactor::AsyncIo(_, for_tokio) => *for_tokio || !on_tokio,
             #[cfg(not(any(feature = "tokio", feature = "async-io")))]
@@ -104,6 +114,24 @@ impl Reactor {
         }
     }
 
+    /// Whether [`poll_ready`](Reactor::poll_ready) says true of every event
+    /// of the poll after the one before it returned (tokio: its readiness
+    /// is edge-triggered and cleared by tick, so an event after the clear
+    /// sets it again). async-io's is not: it may say "not yet" of an event
+    /// it delivered in the tick the task registered in (its oneshot
+    /// interest then re-armed, level-triggered, on a poll the caller may
+    /// have emptied meanwhile), so its callers also ask the poll.
+    pub(crate) fn reports_every_event(&self) -> bool {
+        match self {
+            #[cfg(feature = "tokio")]
+            Reactor::Tokio(..) => true,
+            #[cfg(feature = "async-io")]
+            Reactor::AsyncIo(..) => false,
+            #[cfg(not(any(feature = "tokio", feature = "async-io")))]
+            _ => match *self {},
+        }
+    }
+
     /// True if the poll has had events since the last call that returned
     /// false (its readiness is then taken: the caller polls the events
     /// now); false once `cx` is registered to be woken when it has. An
@@ -111,7 +139,7 @@ impl Reactor {
     pub(crate) fn poll_ready(&self, cx: &mut Context<'_>) -> io::Result<bool> {
         match self {
             #[cfg(feature = "tokio")]
-            Reactor::Tokio(fd) => match fd.poll_read_ready(cx) {
+            Reactor::Tokio(fd, _) => match fd.poll_read_ready(cx) {
                 TaskPoll::Ready(Ok(mut guard)) => {
                     // Taken before the caller polls: an event after this
                     // sets it again (tokio compares its ticks), so none is

@@ -27,8 +27,10 @@ pub(super) struct Slot<J: Job> {
     /// The owner is a task (woken through `Transport::task_wakers`), not a
     /// thread: it never blocks to lead.
     pub(super) task: bool,
-    /// The owner is a task that may lead on its runtime's reactor (it said
-    /// so when it last polled): woken to take the role when it is free.
+    /// The owner is a task that may lead on its runtime's reactor: set when
+    /// it polls its ticket as one, cleared when no reactor serves it (or it
+    /// was offered the role and never took it). `hand_off` wakes such a
+    /// task to take the role when it is free.
     pub(super) on_reactor: bool,
 }
 

@@ -1,22 +1,35 @@
-//! Operations owned by tasks (the async API) rather than threads, and the
-//! driver thread's turns as the leader.
+//! Operations owned by tasks (the async API) rather than threads, tasks
+//! that lead on their runtime's reactor, and the driver thread's turns.
 //!
-//! A task must never block, so it never leads: it moves its operation into
-//! a slot, queues its first requests, and writes them on its own thread
-//! when nothing else is in flight (no wake-up stands between a lone call
-//! and its requests on the wire; with other operations in flight the
-//! leader writes them in one batch per socket), leaves a
-//! [`Waker`] in the slot and returns `Pending`. Whoever leads (a blocking
-//! caller of the same client, or else the client's driver thread) drives
-//! it with every other operation and wakes the task once, when it is done.
+//! A task must never block. It moves its operation into a slot, queues its
+//! first requests, and writes them on its own thread when nothing else is
+//! in flight (no wake-up stands between a lone call and its requests on
+//! the wire; with other operations in flight the leader writes them in one
+//! batch per socket), leaves a [`Waker`] in the slot and returns `Pending`.
+//!
+//! - **On a reactor** (`reactor.rs`; features `tokio`, `async-io`): a task
+//!   that polls its ticket while nobody leads takes the role without
+//!   blocking: each poll makes turns (a zero-timeout poll, every operation
+//!   driven) while there is something to do, then registers its waker with
+//!   the runtime's reactor. Tasks that submit meanwhile wake it once per
+//!   turn. When its own call ends (or its future is dropped) the role goes
+//!   to a waiting thread, else to another task (`hand_off`).
+//! - **Otherwise** whoever leads (a blocking caller of the same client, or
+//!   else the client's driver thread) drives the task's operation with
+//!   every other one and wakes the task once, when it is done.
+//!
 //! The task's next poll takes the outcome and frees the slot.
 //!
-//! The driver thread leads while operations run that no waiting thread
-//! would lead for, and otherwise sleeps on its [`Kick`]: a task that
-//! submits with nobody leading kicks it, a leader polling is woken through
-//! the mio waker (once per poll, however many tasks submit), and a
-//! blocking leader whose own call ends with tasks' operations still running
-//! hands the role to the driver by kicking it.
+//! The driver thread leads while operations run that no waiting thread or
+//! task would lead for, and otherwise sleeps on its [`Kick`]: a task that
+//! submits with nobody leading kicks it (unless it leads itself), a leader
+//! polling is woken through the mio waker (once per poll, however many
+//! tasks submit), and a blocking leader whose own call ends with only
+//! tasks' operations running hands the role on (`hand_off`). While a task
+//! leads on a reactor (or was handed the role), the driver keeps the time
+//! and watches (`watch`): it wakes the task when a deadline is due, and
+//! leads in its place if it owes work and makes no turn for a whole
+//! `WATCH_PERIOD` (a future kept but not awaited).
 
 use alloc::sync::Arc;
 use alloc::task::Wake;
@@ -72,10 +85,6 @@ pub(crate) enum Abandoned<O> {
     /// It had panicked: nothing is left of it.
     Gone,
 }
-
-/// How long a task leading on its runtime's reactor has to turn, once the
-/// driver woke it for a due deadline, before the driver leads in its place.
-const NUDGE_GRACE: StdDuration = StdDuration::from_millis(50);
 
 /// A task waiting for a free slot.
 #[derive(Debug)]
@@ -376,6 +385,9 @@ impl<J: Job> Transport<J> {
         }
         let mut kick = false;
         if may_lead && !st.slots[slot].done {
+            // A task that may lead: the role may be handed to it when it is
+            // free (`hand_off`), whoever leads now.
+            st.slots[slot].on_reactor = true;
             (st, kick) = self.lead_on_reactor(st, slot, cx);
         }
         let leading = st.lead.reactor == Some(slot as u16);
@@ -501,16 +513,26 @@ impl<J: Job> Transport<J> {
             return (st, driver);
         };
         st.slots[slot].on_reactor = true;
+        if st.lead.reactor != Some(me) {
+            // Taking the role: the driver watches from now on (a wake-up
+            // only if it is not watching already).
+            self.kick.wake_by(StdInstant::now() + WATCH_PERIOD);
+        }
         st.lead.leader = true;
         st.lead.reactor = Some(me);
+        st.lead.handed_at = None;
+        let exact = r.reports_every_event();
         loop {
             // First the reactor's word (registering the task when it has
-            // none), then the poll itself, whatever the reactor said: what
-            // arrived before the registration is taken now, and what
-            // arrives after it wakes the task. (A reactor may also say
-            // "not yet" of an event it has just delivered, as async-io
-            // does for one of the tick it was registered in: the poll is
-            // the truth.)
+            // none), then a turn. A reactor that reports every event (see
+            // `Reactor::reports_every_event`) is believed: no turn when it
+            // has none, unless work is owed (requests others queued, a
+            // failed send, a due deadline). Another one may say "not yet"
+            // of an event it has just delivered (async-io, for one of the
+            // tick it was registered in): after it, the poll itself is
+            // asked (a turn, whatever the reactor said): what arrived
+            // before the registration is taken now, and what arrives after
+            // it wakes the task.
             let ready = match r.poll_ready(cx) {
                 Ok(ready) => ready,
                 Err(e) => {
@@ -521,6 +543,16 @@ impl<J: Job> Transport<J> {
                     return (st, driver);
                 }
             };
+            if exact
+                && !ready
+                && !st.lead.queued
+                && !st.errors_untold()
+                && st
+                    .next_deadline(self.epoch)
+                    .is_none_or(|d| d > StdInstant::now())
+            {
+                break;
+            }
             let events = self.turn(&mut st, poll, events);
             if st.slots[slot].done || (!ready && !events) {
                 // Done, or registered with nothing pending: the reactor
@@ -603,45 +635,8 @@ impl<J: Job> Transport<J> {
     /// time.
     pub(crate) fn drive(&self, cap: Option<StdInstant>) {
         let mut st = self.lock();
-        if let Some(leader) = st.lead.reactor {
-            // A task leads on its runtime's reactor: the driver keeps its
-            // time. At a due deadline it wakes the task; a task that does
-            // not turn by the next look (a future kept but no longer
-            // polled) is relieved, and the driver leads in its place.
-            let now = StdInstant::now();
-            let until = match st.next_deadline(self.epoch) {
-                Some(due) if due <= now => {
-                    if st.lead.nudged == Some(st.lead.turns) {
-                        log::debug!("redlock: a task that leads does not turn; the driver leads");
-                        st.lead.reactor = None;
-                        st.lead.nudged = None;
-                        if let Some(s) = st.slots.get_mut(usize::from(leader)) {
-                            s.on_reactor = false;
-                        }
-                        st.lead.driver = true;
-                        drop(self.lead(st, None, cap));
-                        return;
-                    }
-                    st.lead.nudged = Some(st.lead.turns);
-                    let waker = self
-                        .task_wakers
-                        .get(usize::from(leader))
-                        .and_then(|w| relock(w.lock()).take());
-                    drop(st);
-                    if let Some(w) = waker {
-                        w.wake();
-                    }
-                    Some(now + NUDGE_GRACE)
-                }
-                due => {
-                    drop(st);
-                    due
-                }
-            };
-            self.kick.wait(match (until, cap) {
-                (Some(u), Some(c)) => Some(u.min(c)),
-                (u, c) => u.or(c),
-            });
+        if st.lead.reactor.is_some() || (!st.lead.leader && st.lead.handed_at.is_some()) {
+            self.watch(st, cap);
             return;
         }
         if st.lead.driver
@@ -688,12 +683,84 @@ impl<J: Job> Transport<J> {
             }
             return;
         }
+        // Lingering after tasks led: looking again within a watch period.
+        let now = StdInstant::now();
+        let linger = st.lead.linger_until.filter(|&l| l > now);
+        let cap = match linger {
+            Some(_) => Some(cap.map_or(now + WATCH_PERIOD, |c| c.min(now + WATCH_PERIOD))),
+            None => cap,
+        };
         if st.lead.driver {
             self.step_down(st);
         } else {
             drop(st);
         }
         self.kick.wait(cap);
+    }
+
+    /// The driver's turn while a task leads on its runtime's reactor, or
+    /// was handed the role: it keeps the time (it wakes the leading task
+    /// when a deadline is due) and watches: a task owed work that makes no
+    /// turn for a whole `WATCH_PERIOD` is not being polled (a future kept
+    /// but not awaited), and the driver leads in its place, so that no
+    /// operation waits for it.
+    fn watch(&self, mut st: MutexGuard<'_, State<J>>, cap: Option<StdInstant>) {
+        let now = StdInstant::now();
+        st.lead.linger_until = Some(now + LINGER);
+        let next = st.next_deadline(self.epoch);
+        let due = next.is_some_and(|d| d <= now);
+        let owed = st.lead.queued || due || st.lead.reactor.is_none();
+        let mut nudge = None;
+        if owed {
+            match st.lead.watch {
+                Some((turns, since)) if turns == st.lead.turns => {
+                    if now >= since + WATCH_PERIOD {
+                        log::debug!("redlock: a task that leads does not turn; the driver leads");
+                        if let Some(r) = st.lead.reactor.take() {
+                            if let Some(s) = st.slots.get_mut(usize::from(r)) {
+                                s.on_reactor = false;
+                            }
+                        }
+                        if let Some(at) = st.lead.handed_at.take() {
+                            // Handed and never taken: not offered again.
+                            let _ = at;
+                            for i in bits(st.lead.active) {
+                                if st.slots[i].task {
+                                    st.slots[i].on_reactor = false;
+                                }
+                            }
+                        }
+                        st.lead.watch = None;
+                        st.lead.leader = true;
+                        st.lead.driver = true;
+                        drop(self.lead(st, None, cap));
+                        return;
+                    }
+                }
+                _ => st.lead.watch = Some((st.lead.turns, now)),
+            }
+            if due {
+                nudge = st.lead.reactor.and_then(|r| {
+                    self.task_wakers
+                        .get(usize::from(r))
+                        .and_then(|w| relock(w.lock()).take())
+                });
+            }
+        } else {
+            st.lead.watch = None;
+        }
+        let mut until = now + WATCH_PERIOD;
+        if let Some(d) = next.filter(|&d| d > now) {
+            until = until.min(d);
+        }
+        if let Some(c) = cap {
+            until = until.min(c);
+        }
+        drop(st);
+        if let Some(w) = nudge {
+            w.wake();
+        }
+        self.kick.wait(Some(until));
     }
 
     /// The driver gives up the role: what is queued is written, the owners

@@ -1,0 +1,176 @@
+//! The async API leading on the runtime's own reactor (redlock-std's
+//! `tokio` and `async-io` features): a task that leads and is then no
+//! longer polled (its future kept, not awaited) must not hold up anyone
+//! else's call, and a reactor registered on one tokio runtime must not
+//! serve tasks of another. Each test holds the runtime-free build to the
+//! same bar (there the driver thread leads).
+//!
+//! Every wait is bounded: a test that would hang fails instead.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test driver
+
+use core::time::Duration;
+use std::time::Instant;
+
+use redlock_std::{Builder, Client, Error};
+use redlock_tests::RedisServer;
+use redlock_tests::proxy::{Fault, FaultProxy};
+
+const TTL: Duration = Duration::from_secs(30);
+
+/// How long any one call below may take before the test fails: many times
+/// what it needs on a loaded machine, far less than its request timeout
+/// plus the time a stalled leader would cost.
+const BOUND: Duration = Duration::from_secs(3);
+
+fn servers(n: usize) -> Vec<RedisServer> {
+    (0..n).map(|_| RedisServer::start().unwrap()).collect()
+}
+
+fn builder(servers: &[RedisServer]) -> Builder {
+    Client::builder()
+        .servers(servers.iter().map(|s| s.addr().to_string()))
+        .request_timeout(Duration::from_millis(250))
+        .retry(3, Duration::from_millis(20))
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn warm_up(client: &Client) {
+    let l = client.lock("warm-up", TTL).unwrap();
+    client.unlock(&l).unwrap();
+}
+
+/// On a thread of its own, task U starts a `lock_until` of `resource`
+/// (held by someone else, so it keeps retrying for `until`), polls it once
+/// (it then leads, on the reactor), and keeps the future without polling
+/// it again until told to stop.
+fn park_a_leader(
+    client: &Client,
+    resource: &'static str,
+    until: Duration,
+) -> (
+    std::thread::JoinHandle<()>,
+    tokio::sync::oneshot::Sender<()>,
+) {
+    let ac = client.to_async().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let (led_tx, led_rx) = std::sync::mpsc::channel();
+    let u = std::thread::spawn(move || {
+        current_thread().block_on(async move {
+            let mut f = Box::pin(ac.lock_until(resource, TTL, Instant::now() + until));
+            assert!(futures::poll!(&mut f).is_pending());
+            led_tx.send(()).unwrap();
+            // Woken (its call's replies, the driver), it polls only `rx`.
+            let _ = rx.await;
+            drop(f);
+        });
+    });
+    led_rx.recv_timeout(BOUND).unwrap();
+    (u, tx)
+}
+
+/// A task leads and is not polled; a blocking call relieves it, and when
+/// that call ends the role is handed back to a task that is not polled.
+/// Another task's `lock_until`, in line meanwhile, still gets the lock once
+/// it is free (the driver leads in place of the task that does not turn).
+#[test]
+fn a_lead_handed_to_a_task_that_is_not_polled_does_not_stall_the_others() {
+    let servers = servers(3);
+    let client = builder(&servers).build().unwrap();
+    warm_up(&client);
+    let held = client.lock("res", TTL).unwrap();
+    // U waits for a resource of its own, held throughout (so that it never
+    // takes `res` from the others).
+    let _u_held = client.lock("u-res", TTL).unwrap();
+    let (u, stop_u) = park_a_leader(&client, "u-res", Duration::from_secs(20));
+    let ac = client.to_async().unwrap();
+    let rt = current_thread();
+    let v = rt.block_on(async {
+        let mut v = Box::pin(ac.lock_until("res", TTL, Instant::now() + Duration::from_secs(2)));
+        // Queued while U leads.
+        assert!(futures::poll!(&mut v).is_pending());
+        // A blocking caller relieves U and hands the role on when done.
+        let b = std::thread::spawn({
+            let client = client.clone();
+            move || client.lock_until("res", TTL, Instant::now() + Duration::from_millis(300))
+        });
+        assert!(matches!(b.join().unwrap(), Err(Error::Conflict(_))));
+        client.unlock(&held).unwrap();
+        tokio::time::timeout(BOUND, v).await
+    });
+    let _ = stop_u.send(());
+    u.join().unwrap();
+    let lock = v.expect("the waiting lock_until never ended").unwrap();
+    client.unlock(&lock).unwrap();
+}
+
+/// A task leads and is not polled: a `try_lock` of a free resource by
+/// another task (its requests queued for the leader's turn) still succeeds
+/// within its 100 ms request timeout.
+#[test]
+fn a_leader_that_is_not_polled_does_not_fail_a_free_try_lock() {
+    let servers = servers(3);
+    let client = builder(&servers)
+        .request_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    warm_up(&client);
+    let _held = client.lock("u-res", TTL).unwrap();
+    let (u, stop_u) = park_a_leader(&client, "u-res", Duration::from_secs(20));
+    let ac = client.to_async().unwrap();
+    let v = current_thread()
+        .block_on(async { tokio::time::timeout(BOUND, ac.try_lock("free", TTL)).await });
+    let _ = stop_u.send(());
+    u.join().unwrap();
+    let lock = v.expect("try_lock hung").unwrap();
+    client.unlock(&lock).unwrap();
+}
+
+/// A client used on a current-thread runtime that then stops being driven
+/// (its `block_on` returned; the runtime is kept), and then on another:
+/// the second runtime's calls are served by its own reactor, not left
+/// waiting for the first one's (each would wait out its 5 s request
+/// timeout, past the bound).
+#[test]
+fn a_reactor_registered_on_an_idle_runtime_does_not_serve_another() {
+    let servers = servers(3);
+    let proxies: Vec<FaultProxy> = servers
+        .iter()
+        .map(|s| FaultProxy::start(s.addr()).unwrap())
+        .collect();
+    let client = Client::builder()
+        .servers(proxies.iter().map(|p| p.addr().to_string()))
+        .request_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let ac = client.to_async().unwrap();
+    let r1 = current_thread();
+    r1.block_on(async {
+        let l = ac.try_lock("r1", TTL).await.unwrap();
+        ac.unlock(&l).await.unwrap();
+    });
+    // Replies a little late: each comes after the call registered.
+    for p in &proxies {
+        p.set(Fault::Delay(Duration::from_millis(5)));
+    }
+    let r2 = current_thread();
+    r2.block_on(async {
+        for i in 0..4 {
+            let l = tokio::time::timeout(BOUND, ac.try_lock(format!("r2-{i}"), TTL))
+                .await
+                .expect("a call on the second runtime waited for the first one's reactor")
+                .unwrap();
+            tokio::time::timeout(BOUND, ac.unlock(&l))
+                .await
+                .expect("an unlock on the second runtime waited for the first one's reactor")
+                .unwrap();
+        }
+    });
+    drop(r1);
+}

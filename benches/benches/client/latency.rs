@@ -120,8 +120,12 @@ impl Latency for OursAsync {
     }
 }
 
-/// `rslock::LockManager` (tokio, one multiplexed connection per server):
-/// `lock` + `unlock`, all cycles in one task on a current-thread runtime.
+/// The name of rslock's latency row (the version this bench builds).
+pub(crate) const RSLOCK: &str = "rslock 0.10";
+
+/// `rslock::LockManager` (0.10: tokio, one `redis` 1.8 multiplexed
+/// connection per server): `lock` + `unlock`, all cycles in one task on a
+/// current-thread runtime.
 pub(crate) struct Rslock {
     pub(crate) rt: tokio::runtime::Runtime,
     pub(crate) manager: rslock::LockManager,
@@ -139,7 +143,7 @@ impl Rslock {
 
 impl Latency for Rslock {
     fn name(&self) -> &'static str {
-        "rslock"
+        RSLOCK
     }
 
     fn cycles(&mut self, resource: &[u8], n: usize, out: &mut Samples) {

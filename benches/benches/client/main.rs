@@ -1,6 +1,6 @@
 //! Client-level benchmarks: lock + unlock latency, client CPU time and
 //! 16-thread (16-task) throughput of `redlock-std`, its blocking and its
-//! async API, next to the `rslock` and `redlock` crates and a minimal
+//! async API, next to the `rslock` (0.10) and `redlock` crates and a minimal
 //! raw-socket "floor", all against the same five real `redis-server`
 //! processes on 127.0.0.1, which this bench starts (and stops when it ends).
 //!
@@ -60,8 +60,8 @@ const THREADS: usize = 16;
 const TP_OURS: &str = "ours (16 threads, one client)";
 const TP_OURS_ASYNC_CT: &str = "ours async (16 tasks, tokio current-thread)";
 const TP_OURS_ASYNC_MT: &str = "ours async (16 tasks, tokio multi-thread, 2 workers)";
-const TP_RSLOCK: &str = "rslock (16 tasks, tokio current-thread)";
-const TP_RSLOCK_MT: &str = "rslock (16 tasks, tokio multi-thread, 2 workers)";
+const TP_RSLOCK: &str = "rslock 0.10 (16 tasks, tokio current-thread)";
+const TP_RSLOCK_MT: &str = "rslock 0.10 (16 tasks, tokio multi-thread, 2 workers)";
 
 fn env_or(name: &str, default: f64) -> f64 {
     std::env::var(name)
@@ -143,7 +143,7 @@ fn main() {
             let peer = tp_tasks(&rt, &manager, "rslock", false, secs);
             let (a, b) = (tp.per_sec(tp.ok), peer.per_sec(peer.ok));
             println!(
-                "run {run}: 16-thread distinct cycles/s: ours {a:.0}, rslock {b:.0}, ratio {:.2}",
+                "run {run}: 16-thread distinct cycles/s: ours {a:.0}, rslock 0.10 {b:.0}, ratio {:.2}",
                 a / b
             );
         }

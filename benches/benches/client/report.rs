@@ -1,6 +1,6 @@
 //! The markdown tables and ratios printed at the end of a run.
 
-use crate::latency::{LatencyRow, OURS_ASYNC, OURS_ASYNC_FUTURES};
+use crate::latency::{LatencyRow, OURS_ASYNC, OURS_ASYNC_FUTURES, RSLOCK};
 use crate::throughput::{TpRow, median};
 use crate::{
     ROUNDS, SERVERS, THREADS, TP_OURS, TP_OURS_ASYNC_CT, TP_OURS_ASYNC_MT, TP_RSLOCK, TP_RSLOCK_MT,
@@ -235,7 +235,7 @@ impl Report<'_> {
                  floor {:.2}",
                 a.switches, b.switches, f.switches
             );
-            if let Some(r) = self.row("rslock") {
+            if let Some(r) = self.row(RSLOCK) {
                 println!(
                     "- 1 task, acquire p50 / rslock: {:.2}×; CPU per 1000 cycles / rslock: \
                      {:.2}× ({:.4} vs {:.4} s; goal ≤ 1×: {})",

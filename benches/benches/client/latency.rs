@@ -75,22 +75,26 @@ pub(crate) enum Executor {
 /// `redlock_std::AsyncClient` (its own client, not the blocking row's):
 /// `try_lock` + `unlock` awaited in one task.
 pub(crate) struct OursAsync {
+    pub(crate) name: &'static str,
     pub(crate) rt: tokio::runtime::Runtime,
     pub(crate) client: redlock_std::AsyncClient,
     pub(crate) executor: Executor,
 }
 
-/// The name of the async API's latency row (tokio, the headline).
-pub(crate) const OURS_ASYNC: &str = "ours async (1 task, tokio current-thread)";
-/// The same on `futures::executor::block_on`.
+/// The name of the async API's latency row (tokio, the connections driven
+/// on the runtime's reactor: the headline).
+pub(crate) const OURS_ASYNC: &str = "ours async, reactor (1 task, tokio current-thread)";
+/// The same with the connections driven by the client's driver thread
+/// (`drive_on_runtime(false)`).
+pub(crate) const OURS_ASYNC_THREAD: &str =
+    "ours async, driver thread (1 task, tokio current-thread)";
+/// The reactor's client on `futures::executor::block_on` (no tokio
+/// runtime: async-io's reactor, turned by async-io's own thread).
 pub(crate) const OURS_ASYNC_FUTURES: &str = "ours async (1 task, futures block_on)";
 
 impl Latency for OursAsync {
     fn name(&self) -> &'static str {
-        match self.executor {
-            Executor::Tokio => OURS_ASYNC,
-            Executor::Futures => OURS_ASYNC_FUTURES,
-        }
+        self.name
     }
 
     fn cycles(&mut self, resource: &[u8], n: usize, out: &mut Samples) {

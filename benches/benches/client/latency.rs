@@ -75,22 +75,26 @@ pub(crate) enum Executor {
 /// `redlock_std::AsyncClient` (its own client, not the blocking row's):
 /// `try_lock` + `unlock` awaited in one task.
 pub(crate) struct OursAsync {
+    pub(crate) name: &'static str,
     pub(crate) rt: tokio::runtime::Runtime,
     pub(crate) client: redlock_std::AsyncClient,
     pub(crate) executor: Executor,
 }
 
-/// The name of the async API's latency row (tokio, the headline).
-pub(crate) const OURS_ASYNC: &str = "ours async (1 task, tokio current-thread)";
-/// The same on `futures::executor::block_on`.
+/// The name of the async API's latency row (tokio, the connections driven
+/// on the runtime's reactor: the headline).
+pub(crate) const OURS_ASYNC: &str = "ours async, reactor (1 task, tokio current-thread)";
+/// The same with the connections driven by the client's driver thread
+/// (`drive_on_runtime(false)`).
+pub(crate) const OURS_ASYNC_THREAD: &str =
+    "ours async, driver thread (1 task, tokio current-thread)";
+/// The reactor's client on `futures::executor::block_on` (no tokio
+/// runtime: async-io's reactor, turned by async-io's own thread).
 pub(crate) const OURS_ASYNC_FUTURES: &str = "ours async (1 task, futures block_on)";
 
 impl Latency for OursAsync {
     fn name(&self) -> &'static str {
-        match self.executor {
-            Executor::Tokio => OURS_ASYNC,
-            Executor::Futures => OURS_ASYNC_FUTURES,
-        }
+        self.name
     }
 
     fn cycles(&mut self, resource: &[u8], n: usize, out: &mut Samples) {
@@ -120,8 +124,12 @@ impl Latency for OursAsync {
     }
 }
 
-/// `rslock::LockManager` (tokio, one multiplexed connection per server):
-/// `lock` + `unlock`, all cycles in one task on a current-thread runtime.
+/// The name of rslock's latency row (the version this bench builds).
+pub(crate) const RSLOCK: &str = "rslock 0.10";
+
+/// `rslock::LockManager` (0.10: tokio, one `redis` 1.8 multiplexed
+/// connection per server): `lock` + `unlock`, all cycles in one task on a
+/// current-thread runtime.
 pub(crate) struct Rslock {
     pub(crate) rt: tokio::runtime::Runtime,
     pub(crate) manager: rslock::LockManager,
@@ -139,7 +147,7 @@ impl Rslock {
 
 impl Latency for Rslock {
     fn name(&self) -> &'static str {
-        "rslock"
+        RSLOCK
     }
 
     fn cycles(&mut self, resource: &[u8], n: usize, out: &mut Samples) {

@@ -1,6 +1,6 @@
 //! Client-level benchmarks: lock + unlock latency, client CPU time and
 //! 16-thread (16-task) throughput of `redlock-std`, its blocking and its
-//! async API, next to the `rslock` and `redlock` crates and a minimal
+//! async API, next to the `rslock` (0.10) and `redlock` crates and a minimal
 //! raw-socket "floor", all against the same five real `redis-server`
 //! processes on 127.0.0.1, which this bench starts (and stops when it ends).
 //!
@@ -15,9 +15,11 @@
 //! `CLIENT_BENCH_ONLY=throughput` runs only the distinct-resource throughput
 //! of the blocking API and rslock (for quick comparisons while working on
 //! the client); `CLIENT_BENCH_ONLY=async` runs the rows that compare the
-//! async API: latency of the blocking and async APIs, rslock and the floor,
-//! and throughput of the blocking API's 16 threads, the async API's 16 tasks
-//! on both tokio runtimes and rslock's on both.
+//! async API: latency of the blocking and async APIs (the connections
+//! driven on the runtime's reactor, and by the driver thread), rslock and
+//! the floor, and throughput of the blocking API's 16 threads, the async
+//! API's 16 tasks on both tokio runtimes (reactor and driver thread) and on
+//! `async_io::block_on`, and rslock's on both tokio runtimes.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 mod cost;
@@ -34,12 +36,13 @@ use redlock_tests::RedisServer;
 use crate::cost::{Cost, thread_switches};
 use crate::floor::Floor;
 use crate::latency::{
-    Executor, Latency, LatencyRow, Ours, OursAsync, Redlock, Rslock, Samples, summarize,
+    Executor, Latency, LatencyRow, OURS_ASYNC, OURS_ASYNC_FUTURES, OURS_ASYNC_THREAD, Ours,
+    OursAsync, Redlock, Rslock, Samples, summarize,
 };
 use crate::report::Report;
 use crate::throughput::{
-    AsyncCycle, Tp, TpRow, current_thread, multi_thread, ours_cycle, redlock_cycle, tp_tasks,
-    tp_threads,
+    AsyncCycle, Tp, TpRow, current_thread, multi_thread, ours_cycle, redlock_cycle, tp_async_io,
+    tp_tasks, tp_threads,
 };
 
 /// Redis masters (quorum 3).
@@ -58,10 +61,14 @@ const THREADS: usize = 16;
 
 /// The names of the throughput rows the report compares.
 const TP_OURS: &str = "ours (16 threads, one client)";
-const TP_OURS_ASYNC_CT: &str = "ours async (16 tasks, tokio current-thread)";
-const TP_OURS_ASYNC_MT: &str = "ours async (16 tasks, tokio multi-thread, 2 workers)";
-const TP_RSLOCK: &str = "rslock (16 tasks, tokio current-thread)";
-const TP_RSLOCK_MT: &str = "rslock (16 tasks, tokio multi-thread, 2 workers)";
+const TP_OURS_ASYNC_CT: &str = "ours async, reactor (16 tasks, tokio current-thread)";
+const TP_OURS_ASYNC_MT: &str = "ours async, reactor (16 tasks, tokio multi-thread, 2 workers)";
+const TP_OURS_THREAD_CT: &str = "ours async, driver thread (16 tasks, tokio current-thread)";
+const TP_OURS_THREAD_MT: &str =
+    "ours async, driver thread (16 tasks, tokio multi-thread, 2 workers)";
+const TP_OURS_ASYNC_IO: &str = "ours async, reactor (16 tasks, async-io block_on)";
+const TP_RSLOCK: &str = "rslock 0.10 (16 tasks, tokio current-thread)";
+const TP_RSLOCK_MT: &str = "rslock 0.10 (16 tasks, tokio multi-thread, 2 workers)";
 
 fn env_or(name: &str, default: f64) -> f64 {
     std::env::var(name)
@@ -143,29 +150,47 @@ fn main() {
             let peer = tp_tasks(&rt, &manager, "rslock", false, secs);
             let (a, b) = (tp.per_sec(tp.ok), peer.per_sec(peer.ok));
             println!(
-                "run {run}: 16-thread distinct cycles/s: ours {a:.0}, rslock {b:.0}, ratio {:.2}",
+                "run {run}: 16-thread distinct cycles/s: ours {a:.0}, rslock 0.10 {b:.0}, ratio {:.2}",
                 a / b
             );
         }
         return;
     }
-    // The async API on a client of its own: its driver thread never
-    // competes with the blocking rows' client for its connections.
-    let ours_async = redlock_std::Client::builder()
-        .servers(&urls)
-        .build_async()
-        .expect("async client");
+    // Every async row has a client of its own (as every rslock row has its
+    // own manager): its driver thread never competes with another row's
+    // client for its connections, and a client's poll is registered with
+    // the reactor of one runtime only (a client that moved to another tokio
+    // runtime would keep waiting on the first one's reactor, which no
+    // thread turns any more; the driver thread's deadlines are what would
+    // move it on). `reactor`: its tasks drive the connections on their
+    // runtime's reactor (the default); else the driver thread does it for
+    // them.
+    let async_client = |reactor: bool| {
+        redlock_std::Client::builder()
+            .servers(&urls)
+            .drive_on_runtime(reactor)
+            .build_async()
+            .expect("async client")
+    };
 
     let mut impls: Vec<Box<dyn Latency>> = vec![
         Box::new(Ours(ours.clone())),
         Box::new(OursAsync {
+            name: OURS_ASYNC,
             rt: current_thread(),
-            client: ours_async.clone(),
+            client: async_client(true),
             executor: Executor::Tokio,
         }),
         Box::new(OursAsync {
+            name: OURS_ASYNC_THREAD,
             rt: current_thread(),
-            client: ours_async.clone(),
+            client: async_client(false),
+            executor: Executor::Tokio,
+        }),
+        Box::new(OursAsync {
+            name: OURS_ASYNC_FUTURES,
+            rt: current_thread(),
+            client: async_client(true),
             executor: Executor::Futures,
         }),
         Box::new(Rslock {
@@ -190,14 +215,32 @@ fn main() {
             TP_OURS_ASYNC_CT,
             "ours-async-ct",
             current_thread(),
-            ours_async.clone(),
+            async_client(true),
         ),
         TpImpl::tasks(
             TP_OURS_ASYNC_MT,
             "ours-async-mt",
             multi_thread(),
-            ours_async.clone(),
+            async_client(true),
         ),
+        TpImpl::tasks(
+            TP_OURS_THREAD_CT,
+            "ours-thread-ct",
+            current_thread(),
+            async_client(false),
+        ),
+        TpImpl::tasks(
+            TP_OURS_THREAD_MT,
+            "ours-thread-mt",
+            multi_thread(),
+            async_client(false),
+        ),
+        {
+            let client = async_client(true);
+            TpImpl::new(TP_OURS_ASYNC_IO, move |contended, secs| {
+                tp_async_io(&client, "ours-async-io", contended, secs)
+            })
+        },
         TpImpl::tasks(
             TP_RSLOCK,
             "rslock",

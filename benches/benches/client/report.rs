@@ -1,9 +1,10 @@
 //! The markdown tables and ratios printed at the end of a run.
 
-use crate::latency::{LatencyRow, OURS_ASYNC, OURS_ASYNC_FUTURES};
+use crate::latency::{LatencyRow, OURS_ASYNC, OURS_ASYNC_FUTURES, OURS_ASYNC_THREAD, RSLOCK};
 use crate::throughput::{TpRow, median};
 use crate::{
-    ROUNDS, SERVERS, THREADS, TP_OURS, TP_OURS_ASYNC_CT, TP_OURS_ASYNC_MT, TP_RSLOCK, TP_RSLOCK_MT,
+    ROUNDS, SERVERS, THREADS, TP_OURS, TP_OURS_ASYNC_CT, TP_OURS_ASYNC_IO, TP_OURS_ASYNC_MT,
+    TP_OURS_THREAD_CT, TP_OURS_THREAD_MT, TP_RSLOCK, TP_RSLOCK_MT,
 };
 
 fn us(ns: u64) -> String {
@@ -70,6 +71,7 @@ impl Report<'_> {
         println!();
         self.print_blocking_ratios();
         self.print_async_ratios();
+        self.print_reactor_ratios();
     }
 
     fn print_latency(&self) {
@@ -235,7 +237,7 @@ impl Report<'_> {
                  floor {:.2}",
                 a.switches, b.switches, f.switches
             );
-            if let Some(r) = self.row("rslock") {
+            if let Some(r) = self.row(RSLOCK) {
                 println!(
                     "- 1 task, acquire p50 / rslock: {:.2}×; CPU per 1000 cycles / rslock: \
                      {:.2}× ({:.4} vs {:.4} s; goal ≤ 1×: {})",
@@ -306,5 +308,77 @@ impl Report<'_> {
                 "current-thread"
             },
         );
+    }
+
+    /// The async API's two ways of driving the connections side by side:
+    /// on the runtime's reactor (the default) and by the driver thread
+    /// (`drive_on_runtime(false)`), and the reactor on async-io.
+    fn print_reactor_ratios(&self) {
+        println!();
+        println!("Async API, reactor / driver thread (below 1× is better, except cycles/s):");
+        println!();
+        if let (Some(r), Some(t)) = (self.row(OURS_ASYNC), self.row(OURS_ASYNC_THREAD)) {
+            println!(
+                "- 1 task: acquire p50 {} vs {} µs ({:.2}×), p99 {} vs {} µs ({:.2}×), release \
+                 p50 {} vs {} µs ({:.2}×); CPU per 1000 cycles {:.4} vs {:.4} s ({:.2}×); \
+                 context switches per cycle (process) {:.2} vs {:.2}",
+                us(r.acquire[0]),
+                us(t.acquire[0]),
+                r.acquire[0] as f64 / t.acquire[0] as f64,
+                us(r.acquire[1]),
+                us(t.acquire[1]),
+                r.acquire[1] as f64 / t.acquire[1] as f64,
+                us(r.release[0]),
+                us(t.release[0]),
+                r.release[0] as f64 / t.release[0] as f64,
+                r.cpu,
+                t.cpu,
+                r.cpu / t.cpu,
+                r.switches,
+                t.switches,
+            );
+        }
+        let ok = |r: &TpRow| median(&r.contended, |t| t.per_sec(t.ok));
+        for (reactor, thread, label) in [
+            (TP_OURS_ASYNC_CT, TP_OURS_THREAD_CT, "current-thread"),
+            (TP_OURS_ASYNC_MT, TP_OURS_THREAD_MT, "multi-thread"),
+        ] {
+            let (Some(r), Some(t)) = (self.tp(reactor), self.tp(thread)) else {
+                continue;
+            };
+            println!(
+                "- {THREADS} tasks distinct, {label}: {} vs {} cycles/s ({:.2}×); CPU per 1000 \
+                 cycles {:.4} vs {:.4} s ({:.2}×); context switches per cycle {:.2} vs {:.2}; \
+                 one resource: {} vs {} successes/s",
+                thousands(r.cycles_per_sec()),
+                thousands(t.cycles_per_sec()),
+                r.cycles_per_sec() / t.cycles_per_sec(),
+                r.cpu_per_1000(),
+                t.cpu_per_1000(),
+                r.cpu_per_1000() / t.cpu_per_1000(),
+                r.switches_per_cycle(),
+                t.switches_per_cycle(),
+                thousands(ok(r)),
+                thousands(ok(t)),
+            );
+        }
+        if let Some(io) = self.tp(TP_OURS_ASYNC_IO) {
+            let vs = |name: &str| {
+                self.tp(name).map_or(String::new(), |o| {
+                    format!(", {:.2}× {name}", io.cycles_per_sec() / o.cycles_per_sec())
+                })
+            };
+            println!(
+                "- {THREADS} tasks distinct on async-io's reactor (async_io::block_on): {} \
+                 cycles/s{}{}; CPU per 1000 cycles {:.4} s; context switches per cycle {:.2}; \
+                 one resource: {} successes/s",
+                thousands(io.cycles_per_sec()),
+                vs(TP_OURS_ASYNC_CT),
+                vs(TP_RSLOCK),
+                io.cpu_per_1000(),
+                io.switches_per_cycle(),
+                thousands(ok(io)),
+            );
+        }
     }
 }

@@ -7,6 +7,8 @@ use core::time::Duration;
 use std::sync::Barrier;
 use std::time::Instant;
 
+use futures::stream::{FuturesUnordered, StreamExt};
+
 use crate::cost::Cost;
 use crate::{THREADS, TTL, TTL_MS};
 
@@ -148,6 +150,15 @@ impl AsyncCycle for redlock_std::AsyncClient {
     }
 }
 
+/// One task of a throughput run: cycles on `resource` until `deadline`.
+async fn task_cycles<C: AsyncCycle>(client: C, resource: Vec<u8>, deadline: Instant) -> Tp {
+    let mut tp = Tp::default();
+    while Instant::now() < deadline {
+        tp.add(client.cycle(&resource).await);
+    }
+    tp
+}
+
 /// `THREADS` tasks on `rt`, each looping on `client` for `secs`.
 pub(crate) fn tp_tasks<C: AsyncCycle>(
     rt: &tokio::runtime::Runtime,
@@ -166,20 +177,38 @@ pub(crate) fn tp_tasks<C: AsyncCycle>(
         let deadline = start + Duration::from_secs_f64(secs);
         let tasks: Vec<_> = (0..THREADS)
             .map(|i| {
-                let client = client.clone();
                 let resource = tp_resource(name, contended, i);
-                tokio::spawn(async move {
-                    let mut tp = Tp::default();
-                    while Instant::now() < deadline {
-                        tp.add(client.cycle(&resource).await);
-                    }
-                    tp
-                })
+                tokio::spawn(task_cycles(client.clone(), resource, deadline))
             })
             .collect();
         let mut total = Tp::default();
         for t in tasks {
             total.merge(t.await.unwrap());
+        }
+        total.secs = start.elapsed().as_secs_f64();
+        total.cost = Cost::now().since(cost0);
+        total
+    })
+}
+
+/// `THREADS` tasks looping on `client` for `secs`, on the calling thread
+/// under `async_io::block_on` (smol's reactor, turned by this thread while
+/// every task waits): the tasks are futures of one `FuturesUnordered`, each
+/// woken on its own, as on a single-threaded executor.
+pub(crate) fn tp_async_io<C: AsyncCycle>(client: &C, name: &str, contended: bool, secs: f64) -> Tp {
+    async_io::block_on(async {
+        for _ in 0..WARMUP_CYCLES {
+            client.cycle(b"bench:warmup").await;
+        }
+        let cost0 = Cost::now();
+        let start = Instant::now();
+        let deadline = start + Duration::from_secs_f64(secs);
+        let mut tasks: FuturesUnordered<_> = (0..THREADS)
+            .map(|i| task_cycles(client.clone(), tp_resource(name, contended, i), deadline))
+            .collect();
+        let mut total = Tp::default();
+        while let Some(tp) = tasks.next().await {
+            total.merge(tp);
         }
         total.secs = start.elapsed().as_secs_f64();
         total.cost = Cost::now().since(cost0);

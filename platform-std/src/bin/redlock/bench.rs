@@ -12,7 +12,6 @@ use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 use std::io::{IsTerminal, Write};
 use std::sync::{Mutex, PoisonError};
-use std::thread::Thread;
 use std::time::Instant;
 
 use redlock_std::{AsyncClient, Client, Error};
@@ -35,9 +34,10 @@ server), then prints acquire and release latency percentiles and cycles per
 second. With a terminal, a progress line is shown while it runs.
 
   --clients N       threads (default 1); with --async, tasks
-  --async           N tasks on one thread using the async API (its futures
-                    are woken by the client's driver thread) instead of N
-                    threads using the blocking API; same output
+  --async           N tasks on one thread using the async API instead of N
+                    threads using the blocking API (the thread drives the
+                    connections itself, on async-io's reactor, while its
+                    tasks wait); same output
   --duration D      how long to run (default 5s)
   --resources R     distinct: one resource per thread (default); same: all
                     threads contend for one resource (conflicts are counted)
@@ -350,14 +350,23 @@ async fn task(
 }
 
 // A minimal executor for `--async`: the tasks run on the calling thread,
-// which sleeps (`thread::park`) while none is ready; a task's waker queues
-// it and unparks the thread (the client's driver thread calls it). The
-// command depends on no async runtime.
+// inside one `async_io::block_on`, which sleeps in async-io's reactor while
+// no task is ready; a task's waker queues it and wakes the thread. The
+// client's connections are registered with that reactor (redlock-std's
+// `async-io` feature, which `cli` turns on): a reply wakes the task that
+// leads them on this very thread, with no driver thread in between.
 
-/// Tasks to poll, by index, and the thread that polls them.
+/// Tasks to poll, by index, and the waker of the thread that polls them
+/// while it sleeps.
 struct Ready {
-    queue: Mutex<Vec<usize>>,
-    thread: Thread,
+    queue: Mutex<Queue>,
+}
+
+/// What [`Ready`] guards.
+struct Queue {
+    tasks: Vec<usize>,
+    /// The executor's, while it waits for a task.
+    idle: Option<Waker>,
 }
 
 /// The waker of one task.
@@ -375,12 +384,18 @@ impl Wake for TaskWaker {
 
     fn wake_by_ref(self: &Arc<Self>) {
         if !self.queued.swap(true, Ordering::AcqRel) {
-            self.ready
-                .queue
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(self.index);
-            self.ready.thread.unpark();
+            let idle = {
+                let mut queue = self
+                    .ready
+                    .queue
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                queue.tasks.push(self.index);
+                queue.idle.take()
+            };
+            if let Some(idle) = idle {
+                idle.wake();
+            }
         }
     }
 }
@@ -425,8 +440,10 @@ fn run_tasks<'a, T>(
 ) -> Vec<T> {
     let n = futures.len();
     let ready = Arc::new(Ready {
-        queue: Mutex::new((0..n).collect()),
-        thread: std::thread::current(),
+        queue: Mutex::new(Queue {
+            tasks: (0..n).collect(),
+            idle: None,
+        }),
     });
     let task_wakers: Vec<Arc<TaskWaker>> = (0..n)
         .map(|index| {
@@ -443,50 +460,65 @@ fn run_tasks<'a, T>(
     let mut outputs: Vec<Option<T>> = (0..n).map(|_| None).collect();
     let mut left = n;
     let mut batch: Vec<usize> = Vec::new();
-    while left > 0 {
-        core::mem::swap(
-            &mut batch,
-            &mut *ready.queue.lock().unwrap_or_else(PoisonError::into_inner),
-        );
-        if batch.is_empty() {
-            // Nothing ready: wake the tasks whose pause is over, or sleep
-            // until a waker (or the next pause's end) unparks this thread.
-            let now = Instant::now();
-            let mut timers = timers.borrow_mut();
-            let mut next: Option<Instant> = None;
-            let mut woke = false;
-            timers.retain(|(at, waker)| {
-                if *at <= now {
-                    waker.wake_by_ref();
-                    woke = true;
-                    false
-                } else {
-                    next = Some(next.map_or(*at, |n| n.min(*at)));
-                    true
+    // The end of the next pause, on async-io's timers.
+    let mut pause_end: Option<async_io::Timer> = None;
+    async_io::block_on(core::future::poll_fn(|cx| {
+        while left > 0 {
+            {
+                let mut queue = ready.queue.lock().unwrap_or_else(PoisonError::into_inner);
+                core::mem::swap(&mut batch, &mut queue.tasks);
+                if batch.is_empty() {
+                    // The next task queued wakes this thread.
+                    queue.idle = Some(cx.waker().clone());
                 }
-            });
-            drop(timers);
-            match next {
-                _ if woke => {}
-                Some(at) => std::thread::park_timeout(at.saturating_duration_since(now)),
-                None => std::thread::park(),
             }
-            continue;
-        }
-        // In the order they were woken.
-        for i in batch.drain(..) {
-            // Cleared before the poll: a wake-up during it polls it again.
-            task_wakers[i].queued.store(false, Ordering::Release);
-            let Some(future) = futures[i].as_mut() else {
-                continue;
-            };
-            if let Poll::Ready(out) = future.as_mut().poll(&mut Context::from_waker(&wakers[i])) {
-                outputs[i] = Some(out);
-                futures[i] = None;
-                left -= 1;
+            if batch.is_empty() {
+                // Nothing ready: wake the tasks whose pause is over, or
+                // sleep (turning async-io's reactor) until a waker or the
+                // next pause's end wakes this thread.
+                let now = Instant::now();
+                let mut timers = timers.borrow_mut();
+                let mut next: Option<Instant> = None;
+                let mut woke = false;
+                timers.retain(|(at, waker)| {
+                    if *at <= now {
+                        waker.wake_by_ref();
+                        woke = true;
+                        false
+                    } else {
+                        next = Some(next.map_or(*at, |n| n.min(*at)));
+                        true
+                    }
+                });
+                drop(timers);
+                if woke {
+                    continue;
+                }
+                pause_end = next.map(async_io::Timer::at);
+                if let Some(timer) = pause_end.as_mut() {
+                    if Pin::new(timer).poll(cx).is_ready() {
+                        continue;
+                    }
+                }
+                return Poll::Pending;
+            }
+            // In the order they were woken.
+            for i in batch.drain(..) {
+                // Cleared before the poll: a wake-up during it polls it again.
+                task_wakers[i].queued.store(false, Ordering::Release);
+                let Some(future) = futures[i].as_mut() else {
+                    continue;
+                };
+                if let Poll::Ready(out) = future.as_mut().poll(&mut Context::from_waker(&wakers[i]))
+                {
+                    outputs[i] = Some(out);
+                    futures[i] = None;
+                    left -= 1;
+                }
             }
         }
-    }
+        Poll::Ready(())
+    }));
     outputs.into_iter().flatten().collect()
 }
 

@@ -198,7 +198,24 @@ pub(crate) const fn div_rem(n: u64, d: u64) -> Option<(u64, u64)> {
 
 /// [`div_rem`] for a `d` known not to be zero (for zero it returns
 /// `(u64::MAX, n)`, and does not panic).
+///
+/// On a 64-bit target the hardware divides. Elsewhere (an MCU) it is a
+/// shift-and-subtract loop: one routine, not `compiler_builtins`' 64-bit
+/// division and remainder, which cost more flash.
 const fn long_division(n: u64, d: u64) -> (u64, u64) {
+    if cfg!(target_pointer_width = "64") {
+        match (n.checked_div(d), n.checked_rem(d)) {
+            (Some(q), Some(r)) => (q, r),
+            _ => (u64::MAX, n),
+        }
+    } else {
+        shift_subtract(n, d)
+    }
+}
+
+/// [`long_division`] as a shift-and-subtract loop (the MCU's; also tested
+/// on the host).
+const fn shift_subtract(n: u64, d: u64) -> (u64, u64) {
     // The bits of `n` leave `q` at the top and enter `r`; the bits of the
     // quotient enter `q` at the bottom.
     let (mut q, mut r) = (n, 0u64);
@@ -344,6 +361,10 @@ mod tests {
             for &d in values.iter().step_by(37).chain(&edges) {
                 let want = (d != 0).then(|| (n / d, n % d));
                 assert_eq!(div_rem(n, d), want, "{n} / {d}");
+                // The MCU's loop, whatever this target uses.
+                if let Some(want) = want {
+                    assert_eq!(shift_subtract(n, d), want, "{n} / {d}, shifting");
+                }
             }
         }
     }

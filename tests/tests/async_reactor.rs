@@ -174,3 +174,43 @@ fn a_reactor_registered_on_an_idle_runtime_does_not_serve_another() {
     });
     drop(r1);
 }
+
+/// A task leads and is then kept without being polled, right after its
+/// turn wrote another task's requests: that task's replies, waiting in the
+/// poll, are read all the same (the driver leads in its place), long
+/// before its 4 s request timeout.
+#[test]
+fn replies_for_others_are_not_left_unread_by_a_leader_that_is_not_polled() {
+    let servers = servers(3);
+    let proxies: Vec<FaultProxy> = servers
+        .iter()
+        .map(|s| FaultProxy::start(s.addr()).unwrap())
+        .collect();
+    let client = Client::builder()
+        .servers(proxies.iter().map(|p| p.addr().to_string()))
+        .request_timeout(Duration::from_secs(4))
+        .build()
+        .unwrap();
+    warm_up(&client);
+    let _held = client.lock("u-res", TTL).unwrap();
+    // Replies come after the leader's second turn below.
+    for p in &proxies {
+        p.set(Fault::Delay(Duration::from_millis(20)));
+    }
+    let ac = client.to_async().unwrap();
+    let r = current_thread().block_on(async {
+        let mut f = Box::pin(ac.lock_until("u-res", TTL, Instant::now() + Duration::from_secs(20)));
+        // `f` leads.
+        assert!(futures::poll!(&mut f).is_pending());
+        let mut v = Box::pin(ac.try_lock("free", TTL));
+        // Queued for `f`'s turn.
+        assert!(futures::poll!(&mut v).is_pending());
+        // `f`'s turn writes `v`'s requests; then `f` is kept, not polled.
+        assert!(futures::poll!(&mut f).is_pending());
+        let r = tokio::time::timeout(Duration::from_secs(1), v).await;
+        drop(f);
+        r
+    });
+    let lock = r.expect("the replies were left unread").unwrap();
+    client.unlock(&lock).unwrap();
+}

@@ -198,7 +198,9 @@ impl<J: Job> Transport<J> {
             // events, is relieved: a blocking call never waits for a task
             // (which may be on this very thread's runtime).
             if guard.leading || !st.lead.leader || st.lead.reactor.is_some() {
-                st.lead.reactor = None;
+                if st.lead.reactor.take().is_some() {
+                    st.lead.watch = None;
+                }
                 st.lead.leader = true;
                 guard.leading = true;
                 st = self.lead(st, Some(slot), None);
@@ -336,6 +338,8 @@ impl<J: Job> Transport<J> {
             Some(next) => {
                 *wake |= bit(next);
                 st.lead.handed_at = Some(StdInstant::now());
+                // The watch starts afresh for the task the role goes to.
+                st.lead.watch = None;
                 // The driver, which watches, learns it (a wake-up only if
                 // it sleeps longer than a watch period).
                 self.kick.wake_by(StdInstant::now() + WATCH_PERIOD);

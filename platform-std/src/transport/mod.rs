@@ -248,6 +248,9 @@ pub(crate) struct Transport<J: Job> {
     slot_free_urgent: Condvar,
     /// Wakes the driver thread (see `task.rs`) when it waits for work.
     kick: Arc<Kick>,
+    /// The driver's look at the poll while a task leads (see `reactor.rs`);
+    /// only the driver locks it.
+    peek: Mutex<Peek>,
     /// The origin of the core's clock.
     epoch: StdInstant,
     /// See `State::resolve_wanted`.
@@ -417,6 +420,7 @@ impl<J: Job> Transport<J> {
             slot_free: Condvar::new(),
             slot_free_urgent: Condvar::new(),
             kick,
+            peek: Mutex::new(Peek::default()),
             epoch: now,
             resolve_wanted,
         })

@@ -164,3 +164,61 @@ impl Reactor {
         }
     }
 }
+
+/// Whether the transport's poll has events that nobody has taken yet,
+/// looked at without taking them: a second epoll instance (the driver's)
+/// watching the first one's descriptor. The driver asks it while a task
+/// leads (`Transport::watch`): replies waiting for a task that is not
+/// polled are work owed.
+#[derive(Debug, Default)]
+pub(crate) struct Peek {
+    /// Made at the first look (only a client whose tasks lead needs it).
+    watcher: Option<(Poll, Events)>,
+}
+
+impl Peek {
+    /// True if the poll behind `registry` has events waiting. A failure to
+    /// look (not expected) says no: the deadlines still bound the wait.
+    pub(crate) fn waiting(&mut self, registry: &Registry) -> bool {
+        #[cfg(unix)]
+        {
+            use mio::unix::SourceFd;
+            use std::os::fd::AsRawFd;
+            let fd = registry.as_raw_fd();
+            let looked = (|| -> io::Result<bool> {
+                let (poll, events) = match &mut self.watcher {
+                    Some(w) => {
+                        // Re-armed (`EPOLL_CTL_MOD` checks the readiness
+                        // anew: the watch is edge-triggered).
+                        w.0.registry()
+                            .reregister(&mut SourceFd(&fd), PEEK, Interest::READABLE)?;
+                        w
+                    }
+                    None => {
+                        let poll = Poll::new()?;
+                        poll.registry()
+                            .register(&mut SourceFd(&fd), PEEK, Interest::READABLE)?;
+                        self.watcher.insert((poll, Events::with_capacity(1)))
+                    }
+                };
+                poll.poll(events, Some(StdDuration::ZERO))?;
+                Ok(!events.is_empty())
+            })();
+            match looked {
+                Ok(waiting) => waiting,
+                Err(e) => {
+                    log::debug!("redlock: cannot look at the poll: {e}");
+                    false
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = registry;
+            false
+        }
+    }
+}
+
+/// The token of the transport's poll in the driver's [`Peek`].
+const PEEK: Token = Token(0);

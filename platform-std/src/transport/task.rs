@@ -505,7 +505,17 @@ impl<J: Job> Transport<J> {
             reactor,
         } = &mut *poller;
         if !reactor.as_ref().is_some_and(Reactor::serves_current) {
-            *reactor = Reactor::current(&st.registry);
+            match Reactor::current(&st.registry) {
+                Some(new) => *reactor = Some(new),
+                None => {
+                    // None serves this task (the one there, if any, is
+                    // kept for the tasks it serves): the driver leads for
+                    // it.
+                    st.slots[slot].on_reactor = false;
+                    let driver = self.give_up_reactor(&mut st, me);
+                    return (st, driver);
+                }
+            }
         }
         let Some(r) = reactor.as_ref() else {
             st.slots[slot].on_reactor = false;
@@ -517,6 +527,10 @@ impl<J: Job> Transport<J> {
             // Taking the role: the driver watches from now on (a wake-up
             // only if it is not watching already).
             self.kick.wake_by(StdInstant::now() + WATCH_PERIOD);
+        }
+        if st.lead.reactor != Some(me) {
+            // A new leader: what the driver saw of the last one is moot.
+            st.lead.watch = None;
         }
         st.lead.leader = true;
         st.lead.reactor = Some(me);
@@ -570,6 +584,11 @@ impl<J: Job> Transport<J> {
         if st.lead.reactor == Some(me) {
             st.lead.reactor = None;
             st.lead.leader = false;
+        }
+        if !st.lead.leader {
+            // Had the role been handed to this task, it is not taken: the
+            // driver leads (at once, not a watch period later).
+            st.lead.handed_at = None;
         }
         !st.lead.leader && st.lead.active != 0
     }
@@ -709,7 +728,15 @@ impl<J: Job> Transport<J> {
         st.lead.linger_until = Some(now + LINGER);
         let next = st.next_deadline(self.epoch);
         let due = next.is_some_and(|d| d <= now);
-        let owed = st.lead.queued || due || st.lead.reactor.is_none();
+        // Work owed to whoever leads: requests queued for its turn, a
+        // deadline due, a failed send to tell, the role itself (handed, not
+        // taken), or events waiting in the poll (replies to read: looked at
+        // without taking them).
+        let owed = st.lead.queued
+            || due
+            || st.errors_untold()
+            || st.lead.reactor.is_none()
+            || relock(self.peek.lock()).waiting(&st.registry);
         let mut nudge = None;
         if owed {
             match st.lead.watch {

@@ -14,8 +14,10 @@
 //! task that awaits the call leads the transport, as a blocking caller
 //! does. A
 //! duplicate of the transport's epoll descriptor is registered with the
-//! runtime's reactor (tokio's `AsyncFd` for a task on a tokio runtime,
-//! which must have IO enabled; async-io's `Async` for any other task). When
+//! runtime's reactor (tokio's `AsyncFd` for a task on a tokio
+//! current-thread runtime, which must have IO enabled; async-io's `Async`
+//! for a task on any other executor; on a tokio multi-thread runtime the
+//! driver thread serves the tasks: measured faster there). When
 //! replies arrive the runtime wakes the leading task, which reads every
 //! socket without waiting and completes every operation whose replies are
 //! in, waking each owner once. Tasks that submit meanwhile queue their
@@ -91,7 +93,7 @@ use core::time::Duration;
 use std::time::Instant as StdInstant;
 
 use crate::call::CallKind;
-use crate::transport::Ticket;
+use crate::transport::{Reactor, Ticket};
 use crate::{
     Attempts, Client, Error, FenceRepaired, Inspection, Lock, Released, Resource, ServerUrl,
 };
@@ -187,14 +189,15 @@ impl<K: CallKind> Future for Running<'_, K> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<K::Out> {
         let this = self.get_mut();
         let transport = &this.client.shared.transport;
+        // This task leads on its runtime's reactor if one can serve it.
+        let lead = this.client.shared.on_runtime && Reactor::available();
         let ticket = match this.ticket.take() {
             Some(ticket) => ticket,
             None => {
                 let Some(call) = this.call.take() else {
                     panic!("a redlock future polled after it completed");
                 };
-                match transport.submit(call, cx.waker(), this.waiter, this.client.shared.on_runtime)
-                {
+                match transport.submit(call, cx.waker(), this.waiter, lead) {
                     Ok(ticket) => ticket,
                     Err(call) => {
                         // Every slot is taken: woken when one is freed.
@@ -205,7 +208,7 @@ impl<K: CallKind> Future for Running<'_, K> {
             }
         };
         // Taken out first: if the operation panicked, the ticket is spent.
-        let polled = transport.poll_ticket(ticket, cx, this.client.shared.on_runtime);
+        let polled = transport.poll_ticket(ticket, cx, lead);
         if polled.is_pending() {
             this.ticket = Some(ticket);
         }

@@ -582,6 +582,7 @@ mod wire;
 
 use conn::*;
 use leader::*;
+pub(crate) use reactor::Reactor;
 use reactor::*;
 use setup::*;
 use slots::*;

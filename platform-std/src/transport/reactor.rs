@@ -43,8 +43,9 @@ impl Reactor {
     /// The reactor of the runtime the calling task runs on, watching the
     /// poll behind `registry`. `None` when there is none this build
     /// supports (no tokio runtime is current, and async-io is not built
-    /// in), or when registering failed (logged): the driver thread serves
-    /// the task then.
+    /// in), on a tokio multi-thread runtime (the driver thread is faster
+    /// there, as measured), or when registering failed (logged): the
+    /// driver thread serves the task then.
     pub(crate) fn current(registry: &Registry) -> Option<Reactor> {
         #[cfg(feature = "tokio")]
         let runtime = tokio::runtime::Handle::try_current().ok();
@@ -54,6 +55,15 @@ impl Reactor {
         let _ = on_tokio;
         #[cfg(feature = "tokio")]
         if let Some(runtime) = runtime {
+            if runtime.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread {
+                // Measured (benches/README.md, "The async API"): on a
+                // multi-thread runtime the role moving between workers, and
+                // their contention for the client's lock, cost more than
+                // the driver thread's two wake-ups per call (16 tasks:
+                // 12,381 cycles/s on the reactor, 16,062 on the driver
+                // thread). The driver thread serves those tasks.
+                return None;
+            }
             // (Deprecated in tokio 1.54 for descriptors that may be closed
             // while registered; an `OwnedFd` is closed only when the
             // `AsyncFd` drops it, after deregistering, which is what the
@@ -85,6 +95,18 @@ impl Reactor {
         }
         let _ = registry;
         None
+    }
+
+    /// Whether a reactor could serve the calling task (cheap: no lock, no
+    /// registration): a tokio current-thread runtime is current, or no
+    /// tokio runtime is and async-io is built in. Not on a tokio
+    /// multi-thread runtime (see [`current`](Reactor::current)).
+    pub(crate) fn available() -> bool {
+        #[cfg(feature = "tokio")]
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            return runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread;
+        }
+        cfg!(feature = "async-io")
     }
 
     /// Whether this reactor is the one for the calling task: tokio's while

@@ -33,10 +33,9 @@ pub(crate) enum Reactor {
     /// runtime it is registered with, by id.
     #[cfg(feature = "tokio")]
     Tokio(tokio::io::unix::AsyncFd<OwnedFd>, tokio::runtime::Id),
-    /// async-io's (smol's), for any other task; true: made for a task on
-    /// a tokio runtime whose IO is not enabled.
+    /// async-io's (smol's), for a task on any other executor.
     #[cfg(feature = "async-io")]
-    AsyncIo(async_io::Async<OwnedFd>, bool),
+    AsyncIo(async_io::Async<OwnedFd>),
 }
 
 impl Reactor {
@@ -49,10 +48,6 @@ impl Reactor {
     pub(crate) fn current(registry: &Registry) -> Option<Reactor> {
         #[cfg(feature = "tokio")]
         let runtime = tokio::runtime::Handle::try_current().ok();
-        #[cfg(feature = "tokio")]
-        let on_tokio = runtime.is_some();
-        #[cfg(all(feature = "tokio", not(feature = "async-io")))]
-        let _ = on_tokio;
         #[cfg(feature = "tokio")]
         if let Some(runtime) = runtime {
             if runtime.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread {
@@ -73,11 +68,23 @@ impl Reactor {
             let made = registry.as_fd().try_clone_to_owned().and_then(|fd| {
                 tokio::io::unix::AsyncFd::with_interest(fd, tokio::io::Interest::READABLE)
             });
-            match made {
-                Ok(fd) => return Some(Reactor::Tokio(fd, runtime.id())),
-                // IO not enabled on this runtime, say: async-io may serve.
-                Err(e) => log::debug!("redlock: tokio's reactor cannot watch the poll: {e}"),
-            }
+            return match made {
+                Ok(fd) => Some(Reactor::Tokio(fd, runtime.id())),
+                // Not async-io's either, on a tokio runtime (a second
+                // reactor thread): the driver thread serves.
+                Err(e) => {
+                    // Said once (asked again at each call, it would repeat).
+                    static SAID: core::sync::atomic::AtomicBool =
+                        core::sync::atomic::AtomicBool::new(false);
+                    if !SAID.swap(true, core::sync::atomic::Ordering::Relaxed) {
+                        log::warn!(
+                            "redlock: tokio's reactor cannot watch the poll ({e}); \
+                             the driver thread serves"
+                        );
+                    }
+                    None
+                }
+            };
         }
         #[cfg(feature = "async-io")]
         {
@@ -86,10 +93,7 @@ impl Reactor {
                 .try_clone_to_owned()
                 .and_then(async_io::Async::new_nonblocking);
             match made {
-                #[cfg(feature = "tokio")]
-                Ok(fd) => return Some(Reactor::AsyncIo(fd, on_tokio)),
-                #[cfg(not(feature = "tokio"))]
-                Ok(fd) => return Some(Reactor::AsyncIo(fd, false)),
+                Ok(fd) => return Some(Reactor::AsyncIo(fd)),
                 Err(e) => log::warn!("redlock: async-io's reactor cannot watch the poll: {e}"),
             }
         }
@@ -127,7 +131,7 @@ impl Reactor {
             #[cfg(feature = "tokio")]
             Reactor::Tokio(_, id) => runtime == Some(*id),
             #[cfg(feature = "async-io")]
-            Reactor::AsyncIo(_, for_tokio) => *for_tokio || !on_tokio,
+            Reactor::AsyncIo(_) => !on_tokio,
             #[cfg(not(any(feature = "tokio", feature = "async-io")))]
             _ => {
                 let _ = on_tokio;
@@ -173,7 +177,7 @@ impl Reactor {
                 TaskPoll::Pending => Ok(false),
             },
             #[cfg(feature = "async-io")]
-            Reactor::AsyncIo(fd, _) => match fd.poll_readable(cx) {
+            Reactor::AsyncIo(fd) => match fd.poll_readable(cx) {
                 TaskPoll::Ready(Ok(())) => Ok(true),
                 TaskPoll::Ready(Err(e)) => Err(e),
                 TaskPoll::Pending => Ok(false),

@@ -35,9 +35,9 @@ second. With a terminal, a progress line is shown while it runs.
 
   --clients N       threads (default 1); with --async, tasks
   --async           N tasks on one thread using the async API instead of N
-                    threads using the blocking API (the thread drives the
-                    connections itself, on async-io's reactor, while its
-                    tasks wait); same output
+                    threads using the blocking API (built with the
+                    async-io feature, the thread drives the connections
+                    itself, on async-io's reactor); same output
   --duration D      how long to run (default 5s)
   --resources R     distinct: one resource per thread (default); same: all
                     threads contend for one resource (conflicts are counted)
@@ -353,7 +353,7 @@ async fn task(
 // inside one `async_io::block_on`, which sleeps in async-io's reactor while
 // no task is ready; a task's waker queues it and wakes the thread. The
 // client's connections are registered with that reactor (redlock-std's
-// `async-io` feature, which `cli` turns on): a reply wakes the task that
+// `async-io` feature, when built with it): a reply wakes the task that
 // leads them on this very thread, with no driver thread in between.
 
 /// Tasks to poll, by index, and the waker of the thread that polls them

@@ -504,20 +504,14 @@ impl<J: Job> Transport<J> {
             events,
             reactor,
         } = &mut *poller;
-        if !reactor.as_ref().is_some_and(Reactor::serves_current) {
-            match Reactor::current(&st.registry) {
-                Some(new) => *reactor = Some(new),
-                None => {
-                    // None serves this task (the one there, if any, is
-                    // kept for the tasks it serves): the driver leads for
-                    // it.
-                    st.slots[slot].on_reactor = false;
-                    let driver = self.give_up_reactor(&mut st, me);
-                    return (st, driver);
-                }
-            }
-        }
-        let Some(r) = reactor.as_ref() else {
+        // The reactor there if it serves this task, else one made for it;
+        // none: the driver leads for it (the one there, if any, is kept
+        // for the tasks it serves).
+        let served = reactor.as_ref().is_some_and(Reactor::serves_current)
+            || Reactor::current(&st.registry)
+                .map(|new| *reactor = Some(new))
+                .is_some();
+        let (true, Some(r)) = (served, reactor.as_ref()) else {
             st.slots[slot].on_reactor = false;
             let driver = self.give_up_reactor(&mut st, me);
             return (st, driver);

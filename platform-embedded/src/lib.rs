@@ -8,11 +8,14 @@
 mod logging;
 mod client;
 mod conn;
+mod engine;
 mod error;
+mod io;
 mod net;
 
-pub use client::{Client, Lock, Options};
+pub use client::Client;
 pub use conn::Buffers;
+pub use engine::{Lock, Options};
 pub use error::Error;
 pub use net::{Clock, Link, Network};
 pub use redlock_core;

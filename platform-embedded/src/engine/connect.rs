@@ -5,13 +5,13 @@
 use redlock_core::session::{Close, State};
 use redlock_core::{Instant, ServerId};
 
-use super::{Client, Driven};
-use crate::net::{Clock, Link, Network};
+use super::{Driven, Engine};
+use crate::io::Io;
+use crate::net::{Clock, Link};
 
-impl<N, C, G, const SERVERS: usize, const IN: usize, const OUT: usize>
-    Client<'_, N, C, G, SERVERS, IN, OUT>
+impl<C, G, const SERVERS: usize, const IN: usize, const OUT: usize>
+    Engine<'_, C, G, SERVERS, IN, OUT>
 where
-    N: Network,
     C: Clock,
     G: rand_core::TryCryptoRng,
 {
@@ -20,6 +20,7 @@ where
     /// handshake, why): then `true`.
     pub(super) fn fail(
         &mut self,
+        net: &mut impl Io,
         i: usize,
         now: Instant,
         why: Close,
@@ -33,7 +34,7 @@ where
         conn.session
             .close(now, why, &self.options, |tag| owed |= tag == serial);
         conn.clear_buffers();
-        self.net.close(i);
+        net.close(i);
         match op.filter(|_| owed) {
             Some(op) => {
                 op.lost(now, ServerId(i as u8), conn.session.refused());
@@ -43,28 +44,12 @@ where
         }
     }
 
-    /// Before an operation: (re)connects the servers that are down and past
-    /// their backoff, and waits until each is through its handshake or has
-    /// failed (the connect timeout bounds it). A server whose last attempt
-    /// failed is not waited for: it keeps connecting in the background, so
-    /// that a server that never answers costs one connect timeout, not one
-    /// per operation.
-    pub(super) fn prepare(&mut self) {
-        // Bounded whatever the servers do: the connects started now end by
-        // then, and later ones go on in the background.
-        let end = self
-            .clock
-            .now()
-            .saturating_add(self.options.connect_timeout);
-        // Never `Err`: only an operation's requests fail the loop.
-        let _ = self.pump(None, end);
-    }
-
     /// Starts connecting server `i`. Out of line: it is called from two
     /// places.
     #[inline(never)]
     pub(super) fn start_connect(
         &mut self,
+        net: &mut impl Io,
         i: usize,
         now: Instant,
         op: Option<&mut (dyn Driven + '_)>,
@@ -74,8 +59,8 @@ where
         };
         conn.clear_buffers();
         conn.session.connecting(now, &self.options);
-        if self.net.connect(i).is_err() {
-            self.fail(i, now, Close::Io, op);
+        if net.connect(i).is_err() {
+            self.fail(net, i, now, Close::Io, op);
         }
     }
 
@@ -91,6 +76,7 @@ where
     /// whose requests went unanswered before the operation times out).
     pub(super) fn maintain(
         &mut self,
+        net: &mut impl Io,
         now: Instant,
         mut op: Option<&mut (dyn Driven + '_)>,
     ) -> Option<Instant> {
@@ -99,7 +85,7 @@ where
         let every = op.is_some();
         let mut next: Option<Instant> = None;
         for i in 0..SERVERS {
-            let link = self.net.link(i);
+            let link = net.link(i);
             let Some(conn) = self.conns.get_mut(i) else {
                 continue;
             };
@@ -119,11 +105,11 @@ where
                 if why == Close::ConnectTimeout {
                     rl_log!(warn, "redlock: server {} did not connect in time", i);
                 }
-                self.fail(i, now, why, op.as_deref_mut());
+                self.fail(net, i, now, why, op.as_deref_mut());
                 continue;
             }
             if conn.session.may_connect(now, false) {
-                self.start_connect(i, now, op.as_deref_mut());
+                self.start_connect(net, i, now, op.as_deref_mut());
             }
             let Some(conn) = self.conns.get_mut(i) else {
                 continue;
@@ -135,10 +121,10 @@ where
             if conn.session.state() == State::Handshake || conn.session.poll_probe() {
                 let creds = self.creds.get(i).copied().unwrap_or_default();
                 if conn.pump_session(&creds, now, &self.options).is_err() {
-                    self.fail(i, now, Close::Io, op.as_deref_mut());
+                    self.fail(net, i, now, Close::Io, op.as_deref_mut());
                     continue;
                 }
-                self.flush(i, op.as_deref_mut(), now);
+                self.flush(net, i, op.as_deref_mut(), now);
             }
             let Some(conn) = self.conns.get(i) else {
                 continue;

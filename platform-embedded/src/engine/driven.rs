@@ -7,7 +7,7 @@ use redlock_core::{Instant, Operation, ServerId, Transmit, Unsolicited};
 
 /// An operation, behind a trait object so that the loop that drives
 /// operations is compiled once, not once per operation.
-pub(super) trait Driven {
+pub(crate) trait Driven {
     fn poll_transmit(
         &mut self,
         now: Instant,

@@ -6,6 +6,8 @@
 
 #[macro_use]
 mod logging;
+#[cfg(feature = "async")]
+mod asynch;
 mod client;
 mod conn;
 mod engine;
@@ -13,6 +15,8 @@ mod error;
 mod io;
 mod net;
 
+#[cfg(feature = "async")]
+pub use asynch::AsyncClient;
 pub use client::Client;
 pub use conn::Buffers;
 pub use engine::{Lock, Options};

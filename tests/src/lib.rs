@@ -22,6 +22,7 @@ use redlock_resp::{Arg, Reply, Status};
 
 pub mod alloc_count;
 pub mod embedded;
+pub mod embedded_async;
 pub mod fake;
 pub mod proxy;
 pub mod qemu;

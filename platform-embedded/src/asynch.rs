@@ -1,0 +1,478 @@
+//! The async client: the same engine as the blocking [`Client`], over
+//! [`embedded-io-async`](embedded_io_async) streams that an
+//! [`embedded-nal-async`](embedded_nal_async) [`TcpConnect`] opens
+//! (embassy-net's `TcpClient` is one), waiting with an
+//! [`embedded-hal-async`](embedded_hal_async) [`DelayNs`].
+//!
+//! # How it drives the streams
+//!
+//! A call is one future. Each time it is polled it runs the engine's loop
+//! once over every stream, polling each `read` and `write` once with the
+//! task's context: what is ready moves, what is not registers the task's
+//! waker and is dropped. So every request goes out before any reply is
+//! read, and replies are taken from all servers as they come, as in the
+//! blocking client. Beside it run one connect future per server (started
+//! when the server's session wants a connection, and dropped when the
+//! session gives the attempt up) and one timer for the earliest deadline.
+//!
+//! The streams' `read` and `write` must therefore be **cancel-safe**: a
+//! future dropped before it completed must have moved no bytes. Those of
+//! embassy-net's `TcpSocket` and of `embedded-io-adapters` (tokio,
+//! futures-io) are. `flush` is never called: a `write` must hand the bytes
+//! to the stack.
+//!
+//! [`Client`]: crate::Client
+
+use core::cell::{Cell, RefCell};
+use core::future::{Future, poll_fn};
+use core::net::SocketAddr;
+use core::pin::pin;
+use core::task::{Context, Poll};
+
+use embassy_futures::join::join_array;
+use embassy_futures::select::{Either, Either3, select, select3};
+use embassy_futures::yield_now;
+use embedded_hal_async::delay::DelayNs;
+use embedded_io_async::{Read, Write};
+use embedded_nal_async::TcpConnect;
+use rand_core::TryCryptoRng;
+use redlock_core::session::Credentials;
+use redlock_core::{
+    Config, Duration, FenceRepaired, Inspection, Instant, Operation, Released, Retry,
+};
+
+use crate::conn::Buffers;
+use crate::engine::{Driven, Engine, Flow, Lock, Options, confirmed};
+use crate::error::Error;
+use crate::io::Io;
+use crate::net::{Clock, Link};
+
+/// The longest single wait on the timer: a later deadline is waited for
+/// in steps (a `DelayNs` takes a `u32` of microseconds).
+const LONGEST_WAIT: Duration = Duration::from_secs(1);
+
+/// Where a server's connection is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// None, and none wanted.
+    Down,
+    /// The session started a connect; no future runs it yet.
+    Wanted,
+    /// A connect future runs it.
+    Connecting,
+    /// Connected: the stream is in the slot.
+    Up,
+    /// The connect failed (the session closes the connection).
+    Failed,
+}
+
+/// One server's stream, shared by the call's loop and its connect future.
+struct Slot<S> {
+    phase: Cell<Phase>,
+    stream: RefCell<Option<S>>,
+}
+
+impl<S> Slot<S> {
+    fn new() -> Self {
+        Slot {
+            phase: Cell::new(Phase::Down),
+            stream: RefCell::new(None),
+        }
+    }
+
+    /// Drops the stream (closing it) and any connect under way.
+    fn close(&self) {
+        if let Ok(mut stream) = self.stream.try_borrow_mut() {
+            *stream = None;
+        }
+        self.phase.set(Phase::Down);
+    }
+}
+
+/// The streams as the engine sees them during one poll of a call.
+struct Polled<'p, 'c, S> {
+    cx: &'p mut Context<'c>,
+    slots: &'p [Slot<S>],
+}
+
+impl<S: Read + Write> Io for Polled<'_, '_, S> {
+    fn connect(&mut self, server: usize) -> Result<(), ()> {
+        let slot = self.slots.get(server).ok_or(())?;
+        slot.close();
+        slot.phase.set(Phase::Wanted);
+        // The connect futures are polled after the loop: poll again.
+        self.cx.waker().wake_by_ref();
+        Ok(())
+    }
+
+    fn link(&mut self, server: usize) -> Link {
+        match self.slots.get(server).map(|s| s.phase.get()) {
+            Some(Phase::Wanted | Phase::Connecting) => Link::Connecting,
+            Some(Phase::Up) => Link::Up,
+            _ => Link::Down,
+        }
+    }
+
+    fn read(&mut self, server: usize, buf: &mut [u8]) -> Result<Option<usize>, ()> {
+        let slot = self.slots.get(server).ok_or(())?;
+        let mut stream = slot.stream.try_borrow_mut().map_err(|_| ())?;
+        let stream = stream.as_mut().ok_or(())?;
+        match pin!(stream.read(buf)).poll(self.cx) {
+            Poll::Ready(Ok(n)) => Ok(Some(n)),
+            Poll::Ready(Err(_)) => Err(()),
+            Poll::Pending => Ok(None),
+        }
+    }
+
+    fn write(&mut self, server: usize, buf: &[u8]) -> Result<Option<usize>, ()> {
+        let slot = self.slots.get(server).ok_or(())?;
+        let mut stream = slot.stream.try_borrow_mut().map_err(|_| ())?;
+        let stream = stream.as_mut().ok_or(())?;
+        match pin!(stream.write(buf)).poll(self.cx) {
+            Poll::Ready(Ok(n)) => Ok(Some(n)),
+            Poll::Ready(Err(_)) => Err(()),
+            Poll::Pending => Ok(None),
+        }
+    }
+
+    fn close(&mut self, server: usize) {
+        if let Some(slot) = self.slots.get(server) {
+            slot.close();
+        }
+    }
+}
+
+/// Server `slot`'s connects, for as long as the call runs: each time the
+/// session wants a connection, connects to `addr` until it is up, fails,
+/// or the session gives it up.
+async fn connects<'a, T: TcpConnect>(
+    stack: &'a T,
+    addr: SocketAddr,
+    slot: &Slot<T::Connection<'a>>,
+) {
+    loop {
+        poll_fn(|_| match slot.phase.get() {
+            Phase::Wanted => {
+                slot.phase.set(Phase::Connecting);
+                Poll::Ready(())
+            }
+            // Polled again whenever the call is: the loop wakes the task
+            // when it wants a connection.
+            _ => Poll::Pending,
+        })
+        .await;
+        let given_up = poll_fn(|_| match slot.phase.get() {
+            Phase::Connecting => Poll::Pending,
+            _ => Poll::Ready(()),
+        });
+        let connected = match select(stack.connect(addr), given_up).await {
+            Either::First(connected) => connected,
+            Either::Second(()) => continue,
+        };
+        if slot.phase.get() != Phase::Connecting {
+            continue;
+        }
+        match (connected, slot.stream.try_borrow_mut()) {
+            (Ok(stream), Ok(mut slot_stream)) => {
+                *slot_stream = Some(stream);
+                slot.phase.set(Phase::Up);
+            }
+            _ => slot.phase.set(Phase::Failed),
+        }
+        // The loop was polled before this: it must see the news.
+        yield_now().await;
+    }
+}
+
+/// A Redlock client over `SERVERS` servers for async firmware (embassy) and
+/// any executor: the blocking [`Client`](crate::Client)'s operations, its
+/// fail-closed handshake and its per-server reports, as futures. No heap,
+/// no `unsafe`; its buffers are a [`Buffers`] that the caller keeps, as
+/// the blocking client's.
+///
+/// - `T`: the [`TcpConnect`] that opens a stream to each server (for
+///   embassy-net, a `&TcpClient` over the stack, with room for `SERVERS`
+///   sockets); `addrs`: the servers' addresses.
+/// - `C`: the [`Clock`]; `D`: a [`DelayNs`] to wait for deadlines (for
+///   embassy, `embassy_time::Delay`); `G`: a cryptographically secure RNG
+///   for tokens.
+/// - `IN`, `OUT`: as for the blocking client.
+///
+/// One call at a time (each takes `&mut self`). A call's future may be
+/// dropped at any point, as a blocking call cannot be: the requests it
+/// sent are then answered into the void (the next call drops their
+/// replies, matched by the core's sessions), and a lock it was acquiring
+/// stays until its ttl ends, as with a client that crashed.
+pub struct AsyncClient<
+    'a,
+    T: TcpConnect + 'a,
+    C,
+    G,
+    D,
+    const SERVERS: usize,
+    const IN: usize = 1024,
+    const OUT: usize = 640,
+> {
+    engine: Engine<'a, C, G, SERVERS, IN, OUT>,
+    stack: &'a T,
+    addrs: [SocketAddr; SERVERS],
+    delay: D,
+    slots: [Slot<T::Connection<'a>>; SERVERS],
+}
+
+impl<'a, T: TcpConnect + 'a, C, G, D, const SERVERS: usize, const IN: usize, const OUT: usize>
+    core::fmt::Debug for AsyncClient<'a, T, C, G, D, SERVERS, IN, OUT>
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("AsyncClient")
+            .field("engine", &self.engine)
+            .field("addrs", &self.addrs)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, T, C, G, D, const SERVERS: usize, const IN: usize, const OUT: usize>
+    AsyncClient<'a, T, C, G, D, SERVERS, IN, OUT>
+where
+    T: TcpConnect + 'a,
+    C: Clock,
+    G: TryCryptoRng,
+    D: DelayNs,
+{
+    /// A client over the servers at `addrs`, reached through `stack`,
+    /// logging in to each with its `creds`, keeping its per-server state
+    /// in `buffers` (which it clears). Nothing is connected until the first
+    /// operation (or [`connect`](AsyncClient::connect)).
+    ///
+    /// `Err(BufferTooSmall)` when `OUT` cannot hold a handshake command or
+    /// the largest request, as for [`Client::new`](crate::Client::new).
+    #[allow(clippy::too_many_arguments)] // the blocking client's, and the stack's
+    pub fn new(
+        stack: &'a T,
+        addrs: [SocketAddr; SERVERS],
+        clock: C,
+        delay: D,
+        rng: G,
+        config: Config,
+        creds: [Credentials<'a>; SERVERS],
+        buffers: &'a mut Buffers<SERVERS, IN, OUT>,
+    ) -> Result<Self, Error> {
+        Ok(AsyncClient {
+            engine: Engine::new(clock, rng, config, creds, buffers)?,
+            stack,
+            addrs,
+            delay,
+            slots: core::array::from_fn(|_| Slot::new()),
+        })
+    }
+
+    /// Changes the connection settings.
+    pub fn set_options(&mut self, options: Options) {
+        self.engine.options = options;
+    }
+
+    /// The algorithm's settings.
+    pub fn config(&self) -> &Config {
+        &self.engine.config
+    }
+
+    /// The clock's time.
+    pub fn now(&self) -> Instant {
+        self.engine.clock.now()
+    }
+
+    /// The longest resource name this client can send.
+    pub fn max_resource_len(&self) -> usize {
+        self.engine.max_resource_len()
+    }
+
+    /// Connects every server that is down (and past its backoff) and runs
+    /// its handshake; returns how many servers are ready.
+    pub async fn connect(&mut self) -> usize {
+        self.prepare().await;
+        self.engine.ready()
+    }
+
+    /// Acquires `resource` for `ttl`, retrying as [`Config::retry`] says.
+    pub async fn lock<'r>(&mut self, resource: &'r [u8], ttl: Duration) -> Result<Lock<'r>, Error> {
+        let config = self.engine.config;
+        self.acquire(resource, ttl, None, config).await
+    }
+
+    /// Acquires `resource` for `ttl`, retrying until the retries run out or
+    /// no retry could start before `deadline` (client clock). Other tasks
+    /// run while it waits.
+    pub async fn lock_until<'r>(
+        &mut self,
+        resource: &'r [u8],
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<Lock<'r>, Error> {
+        let mut config = self.engine.config;
+        config.retry.retries = u32::MAX;
+        self.acquire(resource, ttl, Some(deadline), config).await
+    }
+
+    /// One attempt at `resource`, no retries.
+    pub async fn try_lock<'r>(
+        &mut self,
+        resource: &'r [u8],
+        ttl: Duration,
+    ) -> Result<Lock<'r>, Error> {
+        let mut config = self.engine.config;
+        config.retry = Retry::NONE;
+        self.acquire(resource, ttl, None, config).await
+    }
+
+    async fn acquire<'r>(
+        &mut self,
+        resource: &'r [u8],
+        ttl: Duration,
+        deadline: Option<Instant>,
+        config: Config,
+    ) -> Result<Lock<'r>, Error> {
+        self.engine.check_resource(resource)?;
+        self.prepare().await;
+        let mut op = self.engine.acquire(resource, ttl, deadline, config)?;
+        let lock = self.run(&mut op).await?;
+        lock.map(|lock| Lock { resource, lock })
+            .map_err(|e| Error::from_failure(e.kind, e.report))
+    }
+
+    /// Extends `lock` to a fresh `ttl` (counted from now), if a majority
+    /// still holds it within its validity. On success `lock` has the new
+    /// validity; on failure it is left as it was.
+    pub async fn extend(&mut self, lock: &mut Lock<'_>, ttl: Duration) -> Result<(), Error> {
+        self.prepare().await;
+        let mut op = self.engine.extend(lock, ttl)?;
+        lock.lock = self
+            .run(&mut op)
+            .await?
+            .map_err(|e| Error::from_failure(e.kind, e.report))?;
+        Ok(())
+    }
+
+    /// Releases `lock` on every server. `Err(NotReleased)` when fewer than a
+    /// majority confirmed (the key may stay until its ttl ends).
+    pub async fn unlock(&mut self, lock: &Lock<'_>) -> Result<Released, Error> {
+        self.prepare().await;
+        let mut op = self.engine.release(lock);
+        confirmed(self.run(&mut op).await?)
+    }
+
+    /// Releases `resource` if it holds `token`.
+    pub async fn unlock_token(&mut self, resource: &[u8], token: &[u8]) -> Result<Released, Error> {
+        self.engine.check_resource(resource)?;
+        self.prepare().await;
+        let mut op = self.engine.release_token(resource, token)?;
+        confirmed(self.run(&mut op).await?)
+    }
+
+    /// Who holds `resource` on each server, and for how long (F3).
+    pub async fn inspect(&mut self, resource: &[u8]) -> Result<Inspection, Error> {
+        self.engine.check_resource(resource)?;
+        self.prepare().await;
+        let mut op = self.engine.inspect(resource);
+        self.run(&mut op).await
+    }
+
+    /// F1, an operator's repair: raises `resource`'s fence counter to at
+    /// least `floor` on every server (never lowers it).
+    pub async fn fence_repair(
+        &mut self,
+        resource: &[u8],
+        floor: u64,
+    ) -> Result<FenceRepaired, Error> {
+        self.engine.check_resource(resource)?;
+        self.prepare().await;
+        let mut op = self.engine.fence_repair(resource, floor);
+        self.run(&mut op)
+            .await?
+            .map_err(|e| Error::from_failure(e.kind, e.report))
+    }
+
+    /// Before an operation, as the blocking client's: (re)connects the
+    /// servers that are down and past their backoff, and waits until each
+    /// on its first attempt is through its handshake or has failed.
+    async fn prepare(&mut self) {
+        let end = self.engine.prepare_end();
+        // Never `Err`: only an operation's requests fail the loop.
+        let _ = self.settle(None, end).await;
+    }
+
+    /// Drives `op` to its end.
+    async fn run<O: Operation>(&mut self, op: &mut O) -> Result<O::Output, Error> {
+        self.engine.begin();
+        self.settle(Some(op), Instant::ZERO).await?;
+        op.poll_outcome().ok_or(Error::NoOutcome)
+    }
+
+    /// The engine's loop over the streams, beside the connects and the
+    /// timer, until it is done.
+    async fn settle(
+        &mut self,
+        mut op: Option<&mut (dyn Driven + '_)>,
+        end: Instant,
+    ) -> Result<(), Error> {
+        let AsyncClient {
+            engine,
+            stack,
+            addrs,
+            delay,
+            slots,
+        } = self;
+        let stack: &'a T = stack;
+        // A connect that a dropped call left is started again.
+        for slot in slots.iter() {
+            if slot.phase.get() == Phase::Connecting {
+                slot.phase.set(Phase::Wanted);
+            }
+        }
+        let slots: &[Slot<T::Connection<'a>>; SERVERS] = slots;
+        let mut connecting = pin!(join_array(core::array::from_fn::<_, SERVERS, _>(|i| {
+            let addr = addrs.get(i).copied();
+            let slot = slots.get(i);
+            async move {
+                if let (Some(addr), Some(slot)) = (addr, slot) {
+                    connects(stack, addr, slot).await;
+                }
+                core::future::pending::<()>().await;
+            }
+        })));
+        // The deadline the timer waits for.
+        let mut armed: Option<Instant> = None;
+        loop {
+            let wait = match armed {
+                Some(at) => at
+                    .saturating_duration_since(engine.clock.now())
+                    .min(LONGEST_WAIT)
+                    .as_micros(),
+                None => 0,
+            };
+            let timer = async {
+                match armed {
+                    Some(_) => delay.delay_us(wait as u32).await,
+                    None => core::future::pending().await,
+                }
+            };
+            let step = poll_fn(|cx| {
+                let mut io = Polled { cx, slots };
+                match engine.pump(&mut io, op.as_deref_mut(), end) {
+                    Err(e) => Poll::Ready(Err(e)),
+                    Ok(Flow::Done) => Poll::Ready(Ok(None)),
+                    Ok(Flow::Wait(until)) if armed.is_none_or(|a| until < a) => {
+                        Poll::Ready(Ok(Some(until)))
+                    }
+                    Ok(Flow::Wait(_)) => Poll::Pending,
+                }
+            });
+            match select3(step, connecting.as_mut(), timer).await {
+                Either3::First(Err(e)) => return Err(e),
+                Either3::First(Ok(None)) => return Ok(()),
+                Either3::First(Ok(Some(until))) => armed = Some(until),
+                // The connects never end; the timer rang.
+                Either3::Second(_) | Either3::Third(()) => armed = None,
+            }
+        }
+    }
+}

@@ -38,6 +38,7 @@ mod only_async {
     use std::time::Duration as StdDuration;
 
     use redlock_embedded::{Credentials, Duration, Error};
+    use redlock_tests::embedded_async::BlockOn;
     use redlock_tests::{RedisServer, Value};
 
     use super::{Embedded, with_creds};
@@ -151,5 +152,31 @@ mod only_async {
                 "after {polls} polls"
             );
         }
+    }
+
+    /// The futures' sizes, which the const generics fix (the buffers are
+    /// the caller's `Buffers`, not in the futures): reported, and bounded
+    /// so that a change that moves a buffer into a future fails here.
+    #[test]
+    fn future_sizes_are_reported_and_hold_no_buffer() {
+        let servers = start(1);
+        let addr = servers[0].addr();
+        let mut c5 = BlockOn::<5>::new(
+            [addr; 5],
+            redlock_embedded::Config::DEFAULT,
+            [Credentials::NONE; 5],
+        )
+        .unwrap();
+        let client = core::mem::size_of_val(c5.inner());
+        let ttl = Duration::from_secs(1);
+        let lock = core::mem::size_of_val(&c5.inner().lock(b"r", ttl));
+        let inspect = core::mem::size_of_val(&c5.inner().inspect(b"r"));
+        let connect = core::mem::size_of_val(&c5.inner().connect());
+        eprintln!(
+            "5 servers (x86_64): client {client} B, lock future {lock} B, inspect future {inspect} B, connect future {connect} B"
+        );
+        // A server's buffers alone are 1024 + 640 B.
+        assert!(lock < 5 * 1664, "the lock future holds {lock} B");
+        assert!(client < 5 * 1664, "the client holds {client} B");
     }
 }

@@ -2,7 +2,7 @@
 //! firmware's binaries: the semihosting console and exit, the command line,
 //! the clock, the LAN9118 Ethernet controller, the smoltcp network, and the
 //! stack high-water mark; with feature `embassy`, an embassy-time driver on
-//! the clock.
+//! the clock and the LAN9118 as an embassy-net driver.
 
 #![no_std]
 
@@ -11,6 +11,8 @@ pub mod cmdline;
 pub mod console;
 pub mod lan9118;
 pub mod net;
+#[cfg(feature = "embassy")]
+pub mod net_driver;
 pub mod stack;
 #[cfg(feature = "embassy")]
 pub mod time_driver;

@@ -73,6 +73,14 @@ fn advance() -> u64 {
     })
 }
 
+/// Whole microseconds counted since [`Clock::start`] (rounded down; 0
+/// before it): the embassy-time driver's `now`, which must be monotonic and
+/// work before the clock is started.
+#[cfg(feature = "embassy")]
+pub(crate) fn elapsed_micros() -> u64 {
+    advance() / TICKS_PER_US
+}
+
 /// Called from the SysTick handler: keeps the clock's extension current
 /// (at least once per counter wrap is required; every tick is plenty).
 pub fn tick() {

@@ -45,6 +45,17 @@ enum Reg {
 const MAC_CR: u32 = 1;
 const MAC_ADDRH: u32 = 2;
 const MAC_ADDRL: u32 = 3;
+/// Indirect MAC registers reaching the PHY: MII address/command and data.
+const MAC_MII_ACC: u32 = 6;
+const MAC_MII_DATA: u32 = 7;
+/// `MII_ACC`: the internal PHY's address (bits 15:11), the PHY register
+/// (bits 10:6), and bit 0 (MIIBZY), set to start an access and clear when
+/// it is done; bit 1 clear means read.
+const MII_PHY_INTERNAL: u32 = 1 << 11;
+const MII_BUSY: u32 = 1;
+/// The PHY's basic status register and its link-status bit.
+const PHY_BMSR: u32 = 1;
+const BMSR_LINK_UP: u32 = 1 << 2;
 /// `MAC_CR`: transmitter and receiver on; exact-match and broadcast only.
 const MAC_CR_TXEN_RXEN: u32 = (1 << 3) | (1 << 2);
 const CSR_BUSY: u32 = 1 << 31;
@@ -128,6 +139,13 @@ impl Lan9118 {
     /// The station's MAC address.
     pub fn mac(&self) -> [u8; 6] {
         self.mac
+    }
+
+    /// Whether the PHY reports a link (its basic status register's link
+    /// bit); `false` if the PHY does not answer. Eight register accesses:
+    /// callers that poll should not ask on every poll.
+    pub fn link_up(&mut self) -> bool {
+        phy_read(PHY_BMSR).is_ok_and(|bmsr| bmsr & BMSR_LINK_UP != 0)
     }
 
     /// Takes the next good frame (without its CRC) out of the RX FIFO into
@@ -216,4 +234,15 @@ fn mac_write(index: u32, value: u32) -> Result<(), ProbeError> {
     write(Reg::MacCsrData, value);
     write(Reg::MacCsrCmd, CSR_BUSY | index);
     mac_wait()
+}
+
+/// Reads PHY register `reg` through the MAC's MII interface.
+fn phy_read(reg: u32) -> Result<u32, ProbeError> {
+    mac_write(MAC_MII_ACC, MII_PHY_INTERNAL | (reg & 0x1f) << 6 | MII_BUSY)?;
+    for _ in 0..1_000 {
+        if mac_read(MAC_MII_ACC)? & MII_BUSY == 0 {
+            return Ok(mac_read(MAC_MII_DATA)? & 0xffff);
+        }
+    }
+    Err(ProbeError::Stuck)
 }

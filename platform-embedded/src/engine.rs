@@ -22,7 +22,7 @@ use crate::io::Io;
 use crate::net::Clock;
 use redlock_core::session::{Credentials, encode_step};
 
-/// Connection settings of a [`Client`]: the core's session policy
+/// Connection settings of a [`Client`](crate::Client): the core's session policy
 /// (connect timeout, backoff), the same table as the std client's.
 pub type Options = Policy;
 

@@ -30,7 +30,7 @@ impl TokioStack {
     pub fn connects(&self, addr: SocketAddr) -> usize {
         self.connects
             .lock()
-            .unwrap()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(&addr)
             .copied()
             .unwrap_or(0)
@@ -42,7 +42,12 @@ impl TcpConnect for TokioStack {
     type Connection<'a> = FromTokio<tokio::net::TcpStream>;
 
     async fn connect<'a>(&'a self, remote: SocketAddr) -> Result<Self::Connection<'a>, io::Error> {
-        *self.connects.lock().unwrap().entry(remote).or_default() += 1;
+        *self
+            .connects
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(remote)
+            .or_default() += 1;
         let stream = tokio::net::TcpStream::connect(remote).await?;
         stream.set_nodelay(true)?;
         Ok(FromTokio::new(stream))
@@ -95,6 +100,7 @@ impl<const N: usize> core::fmt::Debug for BlockOn<N> {
 impl<const N: usize> BlockOn<N> {
     /// A client over `addrs`, with its own stack, runtime and buffers (kept
     /// for the rest of the process).
+    #[allow(clippy::expect_used)] // a test harness: without a runtime, no test
     pub fn new(
         addrs: [SocketAddr; N],
         config: Config,

@@ -35,7 +35,7 @@ mod only_async {
     use core::future::Future;
     use core::pin::pin;
     use core::task::{Context, Poll, Waker};
-    use std::time::Duration as StdDuration;
+    use core::time::Duration as StdDuration;
 
     use redlock_embedded::{Credentials, Duration, Error};
     use redlock_tests::embedded_async::BlockOn;

@@ -1,40 +1,47 @@
-//! The embassy skeleton: the same board as the gateway, on embassy's
+//! The embassy firmware: the same board as the gateway, on embassy's
 //! thread-mode executor, embassy-time (the board clock) and embassy-net
-//! (the LAN9118 driver of `redlock_firmware::net_driver`). It PINGs each
-//! of three Redis servers over its own `TcpSocket` while a second task
-//! counts milliseconds, and exits 0 only if every step checked out.
+//! (the LAN9118 driver of `redlock_firmware::net_driver`). It takes a
+//! Redlock on three Redis servers with `redlock-embedded`'s `AsyncClient`
+//! over embassy-net's `TcpClient`, proves a majority holds its token,
+//! holds, extends and releases it; then makes a lock call wait on a held
+//! resource, while a second task counts milliseconds. It exits 0 only if
+//! every step checked out.
 //!
 //! Arguments (QEMU `-append`, as the gateway's): `PORT PORT PORT RESOURCE
 //! HOLD_MS TTL_MS SEED`; the servers are 10.0.2.2:PORT (the host's
-//! 127.0.0.1 under QEMU's user-mode networking). `RESOURCE`, `HOLD_MS` and
-//! `TTL_MS` are checked and kept for the async Redlock client that will
-//! replace the PINGs; `SEED` seeds embassy-net (TCP initial sequence
-//! numbers, local ports). One line per step on the semihosting console:
+//! 127.0.0.1 under QEMU's user-mode networking). `SEED` seeds the token
+//! RNG and embassy-net (TCP initial sequence numbers, local ports). One
+//! line per step on the semihosting console:
 //!
 //! ```text
 //! args <resource> <hold_ms> <ttl_ms>
 //! nic <id_rev> <mac>
-//! connected <server> <port>
-//! sent <server> PING
-//! pong <server>
-//! closed <server>
-//! ticks <n> network_ms <ms>    # the ticker's count; how long the PINGs took
-//! stack <bytes>                # stack high-water mark
+//! connected <ready>/3
+//! acquired <resource> <token> <validity_ms>
+//! proved <holding>/3
+//! holding <hold_ms>
+//! extended <validity_ms>
+//! released
+//! waited <ms> ticks <n>      # a lock_until on a held resource; the ticker meanwhile
+//! stack <bytes>              # stack high-water mark
 //! ```
 //!
-//! A failed step prints `error <step> [<server>]: <why>` and exits 1.
+//! A failed step prints `error <step>: <why>` and exits 1.
 
 #![no_std]
 #![no_main]
 
+use core::net::{SocketAddr, SocketAddrV4};
 use core::sync::atomic::{AtomicU32, Ordering};
 
+use chacha20::ChaCha20Rng;
 use cortex_m_rt::exception;
 use embassy_executor::Spawner;
-use embassy_net::tcp::TcpSocket;
+use embassy_net::tcp::client::{TcpClient, TcpClientState};
 use embassy_net::{Config, Ipv4Cidr, Runner, Stack, StackResources, StaticConfigV4};
-use embassy_time::{Duration, Instant, Ticker, with_timeout};
-use embedded_io_async::Write;
+use embassy_time::{Delay, Duration, Instant, Ticker, Timer};
+use rand_core::SeedableRng;
+use redlock_embedded::{AsyncClient, Credentials};
 use redlock_firmware::clock::{self, Clock};
 use redlock_firmware::console::{exit, println};
 use redlock_firmware::lan9118::{Lan9118, ProbeError};
@@ -45,7 +52,11 @@ use static_cell::StaticCell;
 
 /// Servers: three, as the gateway's.
 const SERVERS: usize = 3;
-/// TCP buffers per socket: a reply is read as it comes (the receive
+/// Reply buffer per server: holds the handshake's `INFO server` (~600 B).
+const IN: usize = 1024;
+/// Request buffer per server: holds the largest `SCRIPT LOAD`.
+const OUT: usize = 512;
+/// TCP buffers per connection: a reply is read as it comes (the receive
 /// window need not hold a whole reply), requests are small.
 const SOCKET_RX: usize = 512;
 const SOCKET_TX: usize = 256;
@@ -53,14 +64,18 @@ const SOCKET_TX: usize = 256;
 const CMDLINE: usize = 512;
 /// The longest resource name taken.
 const RESOURCE: usize = 64;
-/// How long one step (connect, send, reply, close) may take.
+/// A connection that hears nothing for this long is reset.
 const STEP: Duration = Duration::from_secs(5);
-/// The request, as RESP: an array of one bulk string.
-const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
-/// The reply expected.
-const PONG: &[u8] = b"+PONG\r\n";
-/// The most reply bytes read before giving up on a line end.
-const REPLY: usize = 64;
+/// The resource of the waiting step, and how long it is held first.
+const WAIT_RESOURCE: &[u8] = b"embassy-wait";
+const WAIT_TTL_MS: u64 = 800;
+
+/// The TCP client (embassy-net's `TcpConnect`).
+type Tcp = TcpClient<'static, SERVERS, SOCKET_TX, SOCKET_RX>;
+/// The Redlock client's per-server buffers and connection state.
+type ClientBuffers = redlock_embedded::Buffers<SERVERS, IN, OUT>;
+/// The async Redlock client over embassy-net.
+type Redlock = AsyncClient<'static, Tcp, Clock, ChaCha20Rng, Delay, SERVERS, IN, OUT>;
 
 /// The ticker task's count of milliseconds.
 static TICKS: AtomicU32 = AtomicU32::new(0);
@@ -161,29 +176,95 @@ async fn main(spawner: Spawner) {
     println!("args {} {} {}", args.resource, args.hold_ms, args.ttl_ms);
     let mut core = cortex_m::Peripherals::take().unwrap_or_else(|| fail("boot", BootError::Taken));
     // Timer 0 and SysTick: embassy-time's clock and alarms from here on.
-    let _clock = Clock::start(&mut core.SYST);
+    let clock = Clock::start(&mut core.SYST);
     let net = network(spawner, &args).unwrap_or_else(|why| fail("boot", why));
     spawner.spawn(ticker().unwrap_or_else(|_| fail("boot", BootError::Taken)));
-    let mut sockets = sockets(net).unwrap_or_else(|why| fail("boot", why));
-
-    // The PINGs: what the async Redlock client will replace.
-    let start = Instant::now();
-    let mut ok = true;
-    for (server, (socket, &port)) in sockets.iter_mut().zip(&args.ports).enumerate() {
-        ok &= ping(socket, server, port).await;
-        if !ok {
-            break;
-        }
-    }
-    let network_ms = start.elapsed().as_millis();
-
-    println!(
-        "ticks {} network_ms {}",
-        TICKS.load(Ordering::Relaxed),
-        network_ms
-    );
+    let tcp = tcp_client(net).unwrap_or_else(|why| fail("boot", why));
+    let mut client = redlock(tcp, clock, &args).unwrap_or_else(|why| fail("boot", why));
+    let ok = run(&mut client, &args).await;
     println!("stack {}", stack::high_water());
     exit(ok)
+}
+
+/// The steps; `false` after printing an `error` line.
+async fn run(client: &mut Redlock, args: &Args) -> bool {
+    let ready = client.connect().await;
+    println!("connected {}/{}", ready, SERVERS);
+    let resource = args.resource.as_bytes();
+    let ttl = redlock_embedded::Duration::from_millis(u64::from(args.ttl_ms));
+    // 1. Acquire.
+    let mut lock = match client.lock(resource, ttl).await {
+        Ok(lock) => lock,
+        Err(e) => return report("acquire", e),
+    };
+    let token = core::str::from_utf8(lock.token().as_bytes()).unwrap_or("?");
+    println!(
+        "acquired {} {} {}",
+        args.resource,
+        token,
+        lock.validity().as_millis()
+    );
+    // 2. Prove: a majority holds our token.
+    let inspection = match client.inspect(resource).await {
+        Ok(i) => i,
+        Err(e) => return report("prove", e),
+    };
+    let ours = lock.token().as_bytes();
+    if inspection.majority_holder() != Some(ours) {
+        return report("prove", "no majority holds our token");
+    }
+    let held = inspection
+        .entries()
+        .iter()
+        .filter(|e| e.holder.as_deref() == Some(ours))
+        .count();
+    println!("proved {}/{}", held, inspection.entries().len());
+    // 3. Hold (the executor runs the network and the ticker meanwhile).
+    println!("holding {}", args.hold_ms);
+    Timer::after(Duration::from_millis(u64::from(args.hold_ms))).await;
+    // 4. Extend.
+    if let Err(e) = client.extend(&mut lock, ttl).await {
+        return report("extend", e);
+    }
+    println!("extended {}", lock.validity().as_millis());
+    // 5. Release.
+    if let Err(e) = client.unlock(&lock).await {
+        return report("release", e);
+    }
+    println!("released");
+    // 6. A lock call that waits on a held resource while the ticker runs:
+    // the resource is held (by this client, under another token) for
+    // WAIT_TTL; `lock_until` retries until that runs out.
+    let short = redlock_embedded::Duration::from_millis(WAIT_TTL_MS);
+    let first = match client.lock(WAIT_RESOURCE, short).await {
+        Ok(lock) => lock,
+        Err(e) => return report("wait", e),
+    };
+    let ticks_before = TICKS.load(Ordering::Relaxed);
+    let start = Instant::now();
+    let deadline = client
+        .now()
+        .saturating_add(redlock_embedded::Duration::from_millis(4 * WAIT_TTL_MS));
+    let second = match client.lock_until(WAIT_RESOURCE, ttl, deadline).await {
+        Ok(lock) => lock,
+        Err(e) => return report("wait", e),
+    };
+    let waited = start.elapsed().as_millis();
+    let ticks = TICKS.load(Ordering::Relaxed).wrapping_sub(ticks_before);
+    println!("waited {} ticks {}", waited, ticks);
+    if second.token() == first.token() {
+        return report("wait", "the same token twice");
+    }
+    if let Err(e) = client.unlock(&second).await {
+        return report("wait", e);
+    }
+    true
+}
+
+/// Prints `error <step>: <error>`; `false`.
+fn report(step: &str, error: impl core::fmt::Display) -> bool {
+    println!("error {}: {}", step, error);
+    false
 }
 
 /// Counts milliseconds into [`TICKS`] on its own (a `Ticker`: the next
@@ -210,6 +291,8 @@ enum BootError {
     Taken,
     /// No usable LAN9118.
     Nic(ProbeError),
+    /// The Redlock client refused its settings.
+    Client(redlock_embedded::Error),
 }
 
 impl core::fmt::Display for BootError {
@@ -217,6 +300,7 @@ impl core::fmt::Display for BootError {
         match self {
             BootError::Taken => f.write_str("booted twice"),
             BootError::Nic(e) => e.fmt(f),
+            BootError::Client(e) => e.fmt(f),
         }
     }
 }
@@ -257,123 +341,40 @@ fn network(spawner: Spawner, args: &Args) -> Result<Stack<'static>, BootError> {
     Ok(stack)
 }
 
-/// One connection's TCP buffers.
-struct SocketBuffers {
-    rx: [u8; SOCKET_RX],
-    tx: [u8; SOCKET_TX],
-}
-
-/// One TCP socket per server on `stack`, with its buffers in a static:
-/// `embedded_io_async` `Read + Write` streams once connected, what the
-/// async Redlock client takes.
-fn sockets(stack: Stack<'static>) -> Result<[TcpSocket<'static>; SERVERS], BootError> {
-    static BUFFERS: StaticCell<[SocketBuffers; SERVERS]> = StaticCell::new();
-    let buffers = BUFFERS
-        .try_init(
-            [const {
-                SocketBuffers {
-                    rx: [0; SOCKET_RX],
-                    tx: [0; SOCKET_TX],
-                }
-            }; SERVERS],
-        )
+/// The TCP client the Redlock client connects through: room for one
+/// connection per server, with their buffers in a static.
+fn tcp_client(stack: Stack<'static>) -> Result<&'static Tcp, BootError> {
+    static STATE: StaticCell<TcpClientState<SERVERS, SOCKET_TX, SOCKET_RX>> = StaticCell::new();
+    static CLIENT: StaticCell<Tcp> = StaticCell::new();
+    let state = STATE
+        .try_init(TcpClientState::new())
         .ok_or(BootError::Taken)?;
-    Ok(buffers.each_mut().map(|b| {
-        let mut socket = TcpSocket::new(stack, &mut b.rx, &mut b.tx);
-        // Requests are small and each waits for its reply: send at once.
-        socket.set_nagle_enabled(false);
-        // A connection that hears nothing for this long is reset.
-        socket.set_timeout(Some(STEP));
-        socket
-    }))
+    let mut tcp = TcpClient::new(stack, state);
+    // A connection that hears nothing for this long is reset.
+    tcp.set_timeout(Some(STEP));
+    CLIENT.try_init(tcp).map(|c| &*c).ok_or(BootError::Taken)
 }
 
-// --- The PING steps (to be replaced by the Redlock client) ---
-
-/// Connects `socket` to 10.0.2.2:`port`, sends `PING`, checks `+PONG`,
-/// closes; one line per step. `false` after printing an `error` line.
-async fn ping(socket: &mut TcpSocket<'_>, server: usize, port: u16) -> bool {
-    let remote = (Addressing::SLIRP.router, port);
-    match with_timeout(STEP, socket.connect(remote)).await {
-        Ok(Ok(())) => println!("connected {} {}", server, port),
-        Ok(Err(e)) => return report("connect", server, format_args!("{:?}", e)),
-        Err(_) => return report("connect", server, "timed out"),
-    }
-    let sent = async {
-        socket.write_all(PING).await?;
-        socket.flush().await
-    };
-    match with_timeout(STEP, sent).await {
-        Ok(Ok(())) => println!("sent {} PING", server),
-        Ok(Err(e)) => return report("send", server, format_args!("{:?}", e)),
-        Err(_) => return report("send", server, "timed out"),
-    }
-    let mut reply = [0u8; REPLY];
-    let line = with_timeout(STEP, read_line(socket, &mut reply))
-        .await
-        .map(|read| read.map(|len| reply.get(..len).unwrap_or_default()));
-    match line {
-        Ok(Ok(line)) if line == PONG => println!("pong {}", server),
-        Ok(Ok(line)) => {
-            let shown = core::str::from_utf8(line).unwrap_or("(not UTF-8)");
-            return report("reply", server, shown.trim_end());
-        }
-        Ok(Err(why)) => return report("reply", server, why),
-        Err(_) => return report("reply", server, "timed out"),
-    }
-    // Close gracefully: the flush waits until our FIN is acknowledged.
-    socket.close();
-    match with_timeout(STEP, socket.flush()).await {
-        Ok(Ok(())) => println!("closed {}", server),
-        Ok(Err(e)) => return report("close", server, format_args!("{:?}", e)),
-        Err(_) => return report("close", server, "timed out"),
-    }
-    true
-}
-
-/// Why a reply could not be read.
-enum ReplyError {
-    /// The connection failed.
-    Io(embassy_net::tcp::Error),
-    /// The peer closed before a whole line came.
-    Closed,
-    /// No line end within the buffer.
-    TooLong,
-}
-
-impl core::fmt::Display for ReplyError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            ReplyError::Io(e) => write!(f, "{:?}", e),
-            ReplyError::Closed => f.write_str("closed by the server"),
-            ReplyError::TooLong => f.write_str("no line end"),
-        }
-    }
-}
-
-/// Reads into `buf` until a `\r\n` arrives; the length of the line, with
-/// its `\r\n`.
-async fn read_line(socket: &mut TcpSocket<'_>, buf: &mut [u8]) -> Result<usize, ReplyError> {
-    let mut len = 0;
-    loop {
-        let free = match buf.get_mut(len..) {
-            Some(free) if !free.is_empty() => free,
-            _ => return Err(ReplyError::TooLong),
-        };
-        let n = socket.read(free).await.map_err(ReplyError::Io)?;
-        if n == 0 {
-            return Err(ReplyError::Closed);
-        }
-        len += n;
-        let got = buf.get(..len).unwrap_or_default();
-        if let Some(end) = got.windows(2).position(|w| w == b"\r\n") {
-            return Ok(end + 2);
-        }
-    }
-}
-
-/// Prints `error <step> <server>: <why>`; `false`.
-fn report(step: &str, server: usize, why: impl core::fmt::Display) -> bool {
-    println!("error {} {}: {}", step, server, why);
-    false
+/// The Redlock client over the three servers, its per-server buffers in a
+/// static.
+fn redlock(tcp: &'static Tcp, clock: Clock, args: &Args) -> Result<Redlock, BootError> {
+    static BUFFERS: StaticCell<ClientBuffers> = StaticCell::new();
+    let buffers = BUFFERS
+        .try_init(ClientBuffers::new())
+        .ok_or(BootError::Taken)?;
+    let addrs = args
+        .ports
+        .map(|port| SocketAddr::V4(SocketAddrV4::new(Addressing::SLIRP.router, port)));
+    let rng = ChaCha20Rng::from_seed(args.seed);
+    AsyncClient::new(
+        tcp,
+        addrs,
+        clock,
+        Delay,
+        rng,
+        redlock_embedded::Config::DEFAULT,
+        [Credentials::NONE; SERVERS],
+        buffers,
+    )
+    .map_err(BootError::Client)
 }

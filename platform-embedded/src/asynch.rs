@@ -184,6 +184,47 @@ async fn connects<'a, T: TcpConnect>(
     }
 }
 
+/// An operation to build once the connections are prepared, behind a
+/// trait object, so that the future that drives calls is not generic.
+trait Build<E> {
+    /// Builds the operation with the engine (whose servers the handshakes
+    /// have told about by now), and lends it to be driven.
+    fn build(&mut self, engine: &mut E) -> Result<&mut dyn Driven, Error>;
+}
+
+/// A call's operation: how to build it, then the operation itself.
+struct Call<O, F> {
+    make: Option<F>,
+    op: Option<O>,
+}
+
+impl<O, F> Call<O, F> {
+    fn new(make: F) -> Self {
+        Call {
+            make: Some(make),
+            op: None,
+        }
+    }
+}
+
+impl<O: Operation, F> Call<O, F> {
+    /// The operation's outcome, once it was driven to its end.
+    fn outcome(&mut self) -> Result<O::Output, Error> {
+        self.op
+            .as_mut()
+            .and_then(Operation::poll_outcome)
+            .ok_or(Error::NoOutcome)
+    }
+}
+
+impl<E, O: Operation, F: FnOnce(&mut E) -> Result<O, Error>> Build<E> for Call<O, F> {
+    fn build(&mut self, engine: &mut E) -> Result<&mut dyn Driven, Error> {
+        let make = self.make.take().ok_or(Error::NoOutcome)?;
+        let op = self.op.insert(make(engine)?);
+        Ok(op)
+    }
+}
+
 /// A Redlock client over `SERVERS` servers for async firmware (embassy) and
 /// any executor: the blocking [`Client`](crate::Client)'s operations, its
 /// fail-closed handshake and its per-server reports, as futures. No heap,
@@ -332,10 +373,12 @@ where
         config: Config,
     ) -> Result<Lock<'r>, Error> {
         self.engine.check_resource(resource)?;
-        self.prepare().await;
-        let mut op = self.engine.acquire(resource, ttl, deadline, config)?;
-        let lock = self.run(&mut op).await?;
-        lock.map(|lock| Lock { resource, lock })
+        let mut call = Call::new(|e: &mut Engine<'a, C, G, SERVERS, IN, OUT>| {
+            Ok(e.acquire(resource, ttl, deadline, config)?)
+        });
+        self.call(&mut call).await?;
+        call.outcome()?
+            .map(|lock| Lock { resource, lock })
             .map_err(|e| Error::from_failure(e.kind, e.report))
     }
 
@@ -343,37 +386,40 @@ where
     /// still holds it within its validity. On success `lock` has the new
     /// validity; on failure it is left as it was.
     pub async fn extend(&mut self, lock: &mut Lock<'_>, ttl: Duration) -> Result<(), Error> {
-        self.prepare().await;
-        let mut op = self.engine.extend(lock, ttl)?;
-        lock.lock = self
-            .run(&mut op)
-            .await?
-            .map_err(|e| Error::from_failure(e.kind, e.report))?;
+        let held: &Lock<'_> = lock;
+        let mut call =
+            Call::new(|e: &mut Engine<'a, C, G, SERVERS, IN, OUT>| Ok(e.extend(held, ttl)?));
+        self.call(&mut call).await?;
+        let extended = call.outcome()?;
+        lock.lock = extended.map_err(|e| Error::from_failure(e.kind, e.report))?;
         Ok(())
     }
 
     /// Releases `lock` on every server. `Err(NotReleased)` when fewer than a
     /// majority confirmed (the key may stay until its ttl ends).
     pub async fn unlock(&mut self, lock: &Lock<'_>) -> Result<Released, Error> {
-        self.prepare().await;
-        let mut op = self.engine.release(lock);
-        confirmed(self.run(&mut op).await?)
+        let mut call = Call::new(|e: &mut Engine<'a, C, G, SERVERS, IN, OUT>| Ok(e.release(lock)));
+        self.call(&mut call).await?;
+        confirmed(call.outcome()?)
     }
 
     /// Releases `resource` if it holds `token`.
     pub async fn unlock_token(&mut self, resource: &[u8], token: &[u8]) -> Result<Released, Error> {
         self.engine.check_resource(resource)?;
-        self.prepare().await;
-        let mut op = self.engine.release_token(resource, token)?;
-        confirmed(self.run(&mut op).await?)
+        let mut call = Call::new(|e: &mut Engine<'a, C, G, SERVERS, IN, OUT>| {
+            Ok(e.release_token(resource, token)?)
+        });
+        self.call(&mut call).await?;
+        confirmed(call.outcome()?)
     }
 
     /// Who holds `resource` on each server, and for how long (F3).
     pub async fn inspect(&mut self, resource: &[u8]) -> Result<Inspection, Error> {
         self.engine.check_resource(resource)?;
-        self.prepare().await;
-        let mut op = self.engine.inspect(resource);
-        self.run(&mut op).await
+        let mut call =
+            Call::new(|e: &mut Engine<'a, C, G, SERVERS, IN, OUT>| Ok(e.inspect(resource)));
+        self.call(&mut call).await?;
+        call.outcome()
     }
 
     /// F1, an operator's repair: raises `resource`'s fence counter to at
@@ -384,10 +430,11 @@ where
         floor: u64,
     ) -> Result<FenceRepaired, Error> {
         self.engine.check_resource(resource)?;
-        self.prepare().await;
-        let mut op = self.engine.fence_repair(resource, floor);
-        self.run(&mut op)
-            .await?
+        let mut call = Call::new(|e: &mut Engine<'a, C, G, SERVERS, IN, OUT>| {
+            Ok(e.fence_repair(resource, floor))
+        });
+        self.call(&mut call).await?;
+        call.outcome()?
             .map_err(|e| Error::from_failure(e.kind, e.report))
     }
 
@@ -400,11 +447,18 @@ where
         let _ = self.settle(None, end).await;
     }
 
-    /// Drives `op` to its end.
-    async fn run<O: Operation>(&mut self, op: &mut O) -> Result<O::Output, Error> {
+    /// Every call: prepares the connections, builds the operation (which
+    /// needs what the handshakes told), and drives it to its end. Not
+    /// generic, so that its future's code exists once for every kind of
+    /// call.
+    async fn call(
+        &mut self,
+        call: &mut dyn Build<Engine<'a, C, G, SERVERS, IN, OUT>>,
+    ) -> Result<(), Error> {
+        self.prepare().await;
+        let op = call.build(&mut self.engine)?;
         self.engine.begin();
-        self.settle(Some(op), Instant::ZERO).await?;
-        op.poll_outcome().ok_or(Error::NoOutcome)
+        self.settle(Some(op), Instant::ZERO).await
     }
 
     /// The engine's loop over the streams, beside the connects and the
@@ -442,16 +496,19 @@ where
         // The deadline the timer waits for.
         let mut armed: Option<Instant> = None;
         loop {
+            // At most LONGEST_WAIT: it fits a `u32` of microseconds.
             let wait = match armed {
-                Some(at) => at
-                    .saturating_duration_since(engine.clock.now())
-                    .min(LONGEST_WAIT)
-                    .as_micros(),
+                Some(at) => u32::try_from(
+                    at.saturating_duration_since(engine.clock.now())
+                        .min(LONGEST_WAIT)
+                        .as_micros(),
+                )
+                .unwrap_or(u32::MAX),
                 None => 0,
             };
             let timer = async {
                 match armed {
-                    Some(_) => delay.delay_us(wait as u32).await,
+                    Some(_) => delay.delay_us(wait).await,
                     None => core::future::pending().await,
                 }
             };

@@ -23,7 +23,9 @@ use core::pin::pin;
 use core::task::{Context, Poll, Waker};
 
 use embedded_io_async::{ErrorKind, ErrorType, Read, Write};
-use redlock_embedded::{AsyncClient, Buffers, Clock, Config, Credentials, Duration, Instant};
+use redlock_embedded::{
+    AsyncClient, Buffers, Clock, Config, Connector, Credentials, Duration, Instant, Links,
+};
 
 /// A stand-in RNG: the probe measures size, not randomness.
 struct ProbeRng(u64);
@@ -119,6 +121,9 @@ fn block_on<F: Future>(fut: F) -> F::Output {
 #[unsafe(no_mangle)]
 pub extern "C" fn _start() -> ! {
     static STACK: ProbeStack = ProbeStack;
+    // Not `Sync` (its `Cell`s are the two tasks' on one thread): here on
+    // the stack; an embassy firmware keeps it in a `StaticCell`.
+    let links: Links<ProbeStream, 5> = Links::new();
     let creds = [Credentials::NONE; 5];
     // In a static, as the README recommends: all zero, so it lands in
     // `.bss` and needs no code to set up.
@@ -131,9 +136,9 @@ pub extern "C" fn _start() -> ! {
             6379 + i as u16,
         ))
     });
+    let connector = Connector::new(&STACK, black_box(addrs), &links);
     let Ok(mut client) = AsyncClient::new(
-        &STACK,
-        black_box(addrs),
+        &links,
         ProbeClock,
         ProbeDelay,
         ProbeRng(7),
@@ -144,12 +149,13 @@ pub extern "C" fn _start() -> ! {
         loop {}
     };
     let ttl = Duration::from_millis(black_box(10_000));
-    block_on(async {
+    let calls = async {
         if let Ok(mut lock) = client.lock(b"resource", ttl).await {
             black_box(client.extend(&mut lock, ttl).await.is_ok());
             black_box(client.unlock(&lock).await.is_ok());
         }
-    });
+    };
+    block_on(embassy_futures::select::select(connector.run(), calls));
     loop {}
 }
 

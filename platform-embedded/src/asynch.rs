@@ -11,9 +11,15 @@
 //! task's context: what is ready moves, what is not registers the task's
 //! waker and is dropped. So every request goes out before any reply is
 //! read, and replies are taken from all servers as they come, as in the
-//! blocking client. Beside it run one connect future per server (started
-//! when the server's session wants a connection, and dropped when the
-//! session gives the attempt up) and one timer for the earliest deadline.
+//! blocking client. Beside it runs one timer, for the earliest deadline.
+//!
+//! Connections are opened by the [`Connector`], a future of its own that
+//! the application runs for as long as the client lives (an embassy task,
+//! or joined with the code that makes the calls), as embassy-net's stack
+//! runs in its `Runner`. It connects a server whenever that server's
+//! session asks, between calls as well as during them, so that a connect
+//! slower than a call still lands, as a blocking stack's does. The client
+//! and the connector share the [`Links`], which the caller keeps.
 //!
 //! The streams' `read` and `write` must therefore be **cancel-safe**: a
 //! future dropped before it completed must have moved no bytes. Those of
@@ -21,17 +27,21 @@
 //! futures-io) are. `flush` is never called: a `write` must hand the bytes
 //! to the stack.
 //!
+//! The futures are not `Send` (the links are shared through `Cell`s): the
+//! client, its calls and the connector run on one executor thread
+//! (embassy's, a tokio `LocalSet`, a `futures` local pool).
+//!
 //! [`Client`]: crate::Client
 
 use core::cell::{Cell, RefCell};
+use core::convert::Infallible;
 use core::future::{Future, poll_fn};
 use core::net::SocketAddr;
 use core::pin::pin;
-use core::task::{Context, Poll};
+use core::task::{Context, Poll, Waker};
 
 use embassy_futures::join::join_array;
-use embassy_futures::select::{Either, Either3, select, select3};
-use embassy_futures::yield_now;
+use embassy_futures::select::{Either, select};
 use embedded_hal_async::delay::DelayNs;
 use embedded_io_async::{Read, Write};
 use embedded_nal_async::TcpConnect;
@@ -56,9 +66,9 @@ const LONGEST_WAIT: Duration = Duration::from_secs(1);
 enum Phase {
     /// None, and none wanted.
     Down,
-    /// The session started a connect; no future runs it yet.
+    /// The session started a connect; the connector has not taken it up.
     Wanted,
-    /// A connect future runs it.
+    /// The connector is connecting.
     Connecting,
     /// Connected: the stream is in the slot.
     Up,
@@ -66,14 +76,14 @@ enum Phase {
     Failed,
 }
 
-/// One server's stream, shared by the call's loop and its connect future.
+/// One server's stream, shared by the client and the connector.
 struct Slot<S> {
     phase: Cell<Phase>,
     stream: RefCell<Option<S>>,
 }
 
 impl<S> Slot<S> {
-    fn new() -> Self {
+    const fn new() -> Self {
         Slot {
             phase: Cell::new(Phase::Down),
             stream: RefCell::new(None),
@@ -89,24 +99,81 @@ impl<S> Slot<S> {
     }
 }
 
-/// The streams as the engine sees them during one poll of a call.
-struct Polled<'p, 'c, S> {
-    cx: &'p mut Context<'c>,
-    slots: &'p [Slot<S>],
+/// Keeps `waker` in `cell` (a clone only if it is another task's).
+fn register(cell: &Cell<Option<Waker>>, waker: &Waker) {
+    let kept = cell.take();
+    cell.set(Some(match kept {
+        Some(kept) if kept.will_wake(waker) => kept,
+        _ => waker.clone(),
+    }));
 }
 
-impl<S: Read + Write> Io for Polled<'_, '_, S> {
+/// Wakes the task whose waker `cell` keeps, and keeps it.
+fn wake(cell: &Cell<Option<Waker>>) {
+    let kept = cell.take();
+    if let Some(waker) = &kept {
+        waker.wake_by_ref();
+    }
+    cell.set(kept);
+}
+
+/// The connections of an [`AsyncClient`], shared with its [`Connector`]:
+/// one stream of type `S` per server, and the two tasks' wakers. The
+/// caller keeps it (in a static, say: [`Links::new`] is `const`) and lends
+/// it to both.
+pub struct Links<S, const SERVERS: usize> {
+    slots: [Slot<S>; SERVERS],
+    /// The task of the running call: woken when a connect lands or fails.
+    client: Cell<Option<Waker>>,
+    /// The connector's task: woken when a session wants a connection or
+    /// gives one up.
+    connector: Cell<Option<Waker>>,
+}
+
+impl<S, const SERVERS: usize> Links<S, SERVERS> {
+    /// No connection.
+    pub const fn new() -> Self {
+        Links {
+            slots: [const { Slot::new() }; SERVERS],
+            client: Cell::new(None),
+            connector: Cell::new(None),
+        }
+    }
+}
+
+impl<S, const SERVERS: usize> Default for Links<S, SERVERS> {
+    fn default() -> Self {
+        Links::new()
+    }
+}
+
+impl<S, const SERVERS: usize> core::fmt::Debug for Links<S, SERVERS> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut list = f.debug_list();
+        for slot in &self.slots {
+            list.entry(&slot.phase.get());
+        }
+        list.finish()
+    }
+}
+
+/// The streams as the engine sees them during one poll of a call.
+struct Polled<'p, 'c, S, const SERVERS: usize> {
+    cx: &'p mut Context<'c>,
+    links: &'p Links<S, SERVERS>,
+}
+
+impl<S: Read + Write, const SERVERS: usize> Io for Polled<'_, '_, S, SERVERS> {
     fn connect(&mut self, server: usize) -> Result<(), ()> {
-        let slot = self.slots.get(server).ok_or(())?;
+        let slot = self.links.slots.get(server).ok_or(())?;
         slot.close();
         slot.phase.set(Phase::Wanted);
-        // The connect futures are polled after the loop: poll again.
-        self.cx.waker().wake_by_ref();
+        wake(&self.links.connector);
         Ok(())
     }
 
     fn link(&mut self, server: usize) -> Link {
-        match self.slots.get(server).map(|s| s.phase.get()) {
+        match self.links.slots.get(server).map(|s| s.phase.get()) {
             Some(Phase::Wanted | Phase::Connecting) => Link::Connecting,
             Some(Phase::Up) => Link::Up,
             _ => Link::Down,
@@ -114,7 +181,7 @@ impl<S: Read + Write> Io for Polled<'_, '_, S> {
     }
 
     fn read(&mut self, server: usize, buf: &mut [u8]) -> Result<Option<usize>, ()> {
-        let slot = self.slots.get(server).ok_or(())?;
+        let slot = self.links.slots.get(server).ok_or(())?;
         let mut stream = slot.stream.try_borrow_mut().map_err(|_| ())?;
         let stream = stream.as_mut().ok_or(())?;
         match pin!(stream.read(buf)).poll(self.cx) {
@@ -125,7 +192,7 @@ impl<S: Read + Write> Io for Polled<'_, '_, S> {
     }
 
     fn write(&mut self, server: usize, buf: &[u8]) -> Result<Option<usize>, ()> {
-        let slot = self.slots.get(server).ok_or(())?;
+        let slot = self.links.slots.get(server).ok_or(())?;
         let mut stream = slot.stream.try_borrow_mut().map_err(|_| ())?;
         let stream = stream.as_mut().ok_or(())?;
         match pin!(stream.write(buf)).poll(self.cx) {
@@ -136,36 +203,97 @@ impl<S: Read + Write> Io for Polled<'_, '_, S> {
     }
 
     fn close(&mut self, server: usize) {
-        if let Some(slot) = self.slots.get(server) {
+        if let Some(slot) = self.links.slots.get(server) {
+            let connecting = slot.phase.get() == Phase::Connecting;
             slot.close();
+            if connecting {
+                // The connector drops the connect.
+                wake(&self.links.connector);
+            }
         }
     }
 }
 
-/// Server `slot`'s connects, for as long as the call runs: each time the
-/// session wants a connection, connects to `addr` until it is up, fails,
-/// or the session gives it up.
-async fn connects<'a, T: TcpConnect>(
+/// Opens the connections of an [`AsyncClient`]: run
+/// [`run`](Connector::run) for as long as the client lives (spawn it as a
+/// task, or join it with the code that makes the calls). Without it no
+/// server is ever connected: every call would find every server down.
+pub struct Connector<'a, T: TcpConnect + 'a, const SERVERS: usize> {
     stack: &'a T,
-    addr: SocketAddr,
+    addrs: [SocketAddr; SERVERS],
+    links: &'a Links<T::Connection<'a>, SERVERS>,
+}
+
+impl<'a, T: TcpConnect + 'a, const SERVERS: usize> core::fmt::Debug for Connector<'a, T, SERVERS> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Connector")
+            .field("addrs", &self.addrs)
+            .field("links", self.links)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, T: TcpConnect + 'a, const SERVERS: usize> Connector<'a, T, SERVERS> {
+    /// The connector of the client over `links`: server `i` is `addrs[i]`,
+    /// reached through `stack`.
+    pub fn new(
+        stack: &'a T,
+        addrs: [SocketAddr; SERVERS],
+        links: &'a Links<T::Connection<'a>, SERVERS>,
+    ) -> Self {
+        Connector {
+            stack,
+            addrs,
+            links,
+        }
+    }
+
+    /// Connects each server whenever its session asks, until the future is
+    /// dropped (it never ends by itself). One connect per server at a time,
+    /// all servers at once; a connect the session gave up (its timeout
+    /// passed, or the client closed the server) is dropped.
+    pub async fn run(&self) -> Infallible {
+        let stack = self.stack;
+        let links = self.links;
+        let addrs = &self.addrs;
+        join_array(core::array::from_fn::<_, SERVERS, _>(|i| async move {
+            if let (Some(addr), Some(slot)) = (addrs.get(i), links.slots.get(i)) {
+                connects(stack, addr, links, slot).await;
+            }
+        }))
+        .await;
+        core::future::pending().await
+    }
+}
+
+/// Server `slot`'s connects: each time the session wants a connection,
+/// connects to `addr` until it is up, fails, or the session gives it up.
+async fn connects<'a, T: TcpConnect, const SERVERS: usize>(
+    stack: &'a T,
+    addr: &SocketAddr,
+    links: &Links<T::Connection<'a>, SERVERS>,
     slot: &Slot<T::Connection<'a>>,
 ) {
     loop {
-        poll_fn(|_| match slot.phase.get() {
+        poll_fn(|cx| match slot.phase.get() {
             Phase::Wanted => {
                 slot.phase.set(Phase::Connecting);
                 Poll::Ready(())
             }
-            // Polled again whenever the call is: the loop wakes the task
-            // when it wants a connection.
-            _ => Poll::Pending,
+            _ => {
+                register(&links.connector, cx.waker());
+                Poll::Pending
+            }
         })
         .await;
-        let given_up = poll_fn(|_| match slot.phase.get() {
-            Phase::Connecting => Poll::Pending,
+        let given_up = poll_fn(|cx| match slot.phase.get() {
+            Phase::Connecting => {
+                register(&links.connector, cx.waker());
+                Poll::Pending
+            }
             _ => Poll::Ready(()),
         });
-        let connected = match select(stack.connect(addr), given_up).await {
+        let connected = match select(stack.connect(*addr), given_up).await {
             Either::First(connected) => connected,
             Either::Second(()) => continue,
         };
@@ -179,8 +307,8 @@ async fn connects<'a, T: TcpConnect>(
             }
             _ => slot.phase.set(Phase::Failed),
         }
-        // The loop was polled before this: it must see the news.
-        yield_now().await;
+        // The call waiting for it, if any, sees the news.
+        wake(&links.client);
     }
 }
 
@@ -229,11 +357,11 @@ impl<E, O: Operation, F: FnOnce(&mut E) -> Result<O, Error>> Build<E> for Call<O
 /// any executor: the blocking [`Client`](crate::Client)'s operations, its
 /// fail-closed handshake and its per-server reports, as futures. No heap,
 /// no `unsafe`; its buffers are a [`Buffers`] that the caller keeps, as
-/// the blocking client's.
+/// the blocking client's, and its connections a [`Links`] that it shares
+/// with its [`Connector`], which must run beside it.
 ///
-/// - `T`: the [`TcpConnect`] that opens a stream to each server (for
-///   embassy-net, a `&TcpClient` over the stack, with room for `SERVERS`
-///   sockets); `addrs`: the servers' addresses.
+/// - `S`: the streams ([`TcpConnect::Connection`] of the connector's
+///   stack; for embassy-net, `TcpConnection`).
 /// - `C`: the [`Clock`]; `D`: a [`DelayNs`] to wait for deadlines (for
 ///   embassy, `embassy_time::Delay`); `G`: a cryptographically secure RNG
 ///   for tokens.
@@ -246,7 +374,7 @@ impl<E, O: Operation, F: FnOnce(&mut E) -> Result<O, Error>> Build<E> for Call<O
 /// stays until its ttl ends, as with a client that crashed.
 pub struct AsyncClient<
     'a,
-    T: TcpConnect + 'a,
+    S,
     C,
     G,
     D,
@@ -255,42 +383,39 @@ pub struct AsyncClient<
     const OUT: usize = 640,
 > {
     engine: Engine<'a, C, G, SERVERS, IN, OUT>,
-    stack: &'a T,
-    addrs: [SocketAddr; SERVERS],
     delay: D,
-    slots: [Slot<T::Connection<'a>>; SERVERS],
+    links: &'a Links<S, SERVERS>,
 }
 
-impl<'a, T: TcpConnect + 'a, C, G, D, const SERVERS: usize, const IN: usize, const OUT: usize>
-    core::fmt::Debug for AsyncClient<'a, T, C, G, D, SERVERS, IN, OUT>
+impl<S, C, G, D, const SERVERS: usize, const IN: usize, const OUT: usize> core::fmt::Debug
+    for AsyncClient<'_, S, C, G, D, SERVERS, IN, OUT>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("AsyncClient")
             .field("engine", &self.engine)
-            .field("addrs", &self.addrs)
+            .field("links", self.links)
             .finish_non_exhaustive()
     }
 }
 
-impl<'a, T, C, G, D, const SERVERS: usize, const IN: usize, const OUT: usize>
-    AsyncClient<'a, T, C, G, D, SERVERS, IN, OUT>
+impl<'a, S, C, G, D, const SERVERS: usize, const IN: usize, const OUT: usize>
+    AsyncClient<'a, S, C, G, D, SERVERS, IN, OUT>
 where
-    T: TcpConnect + 'a,
+    S: Read + Write,
     C: Clock,
     G: TryCryptoRng,
     D: DelayNs,
 {
-    /// A client over the servers at `addrs`, reached through `stack`,
-    /// logging in to each with its `creds`, keeping its per-server state
-    /// in `buffers` (which it clears). Nothing is connected until the first
-    /// operation (or [`connect`](AsyncClient::connect)).
+    /// A client whose connections are `links` (opened by a [`Connector`]
+    /// over the same links), logging in to each server with its `creds`,
+    /// keeping its per-server state in `buffers` (which it clears). Nothing
+    /// is connected until the first operation (or
+    /// [`connect`](AsyncClient::connect)).
     ///
     /// `Err(BufferTooSmall)` when `OUT` cannot hold a handshake command or
     /// the largest request, as for [`Client::new`](crate::Client::new).
-    #[allow(clippy::too_many_arguments)] // the blocking client's, and the stack's
     pub fn new(
-        stack: &'a T,
-        addrs: [SocketAddr; SERVERS],
+        links: &'a Links<S, SERVERS>,
         clock: C,
         delay: D,
         rng: G,
@@ -300,10 +425,8 @@ where
     ) -> Result<Self, Error> {
         Ok(AsyncClient {
             engine: Engine::new(clock, rng, config, creds, buffers)?,
-            stack,
-            addrs,
             delay,
-            slots: core::array::from_fn(|_| Slot::new()),
+            links,
         })
     }
 
@@ -461,8 +584,8 @@ where
         self.settle(Some(op), Instant::ZERO).await
     }
 
-    /// The engine's loop over the streams, beside the connects and the
-    /// timer, until it is done.
+    /// The engine's loop over the streams, beside the timer, until it is
+    /// done.
     async fn settle(
         &mut self,
         mut op: Option<&mut (dyn Driven + '_)>,
@@ -470,29 +593,10 @@ where
     ) -> Result<(), Error> {
         let AsyncClient {
             engine,
-            stack,
-            addrs,
             delay,
-            slots,
+            links,
         } = self;
-        let stack: &'a T = stack;
-        // A connect that a dropped call left is started again.
-        for slot in slots.iter() {
-            if slot.phase.get() == Phase::Connecting {
-                slot.phase.set(Phase::Wanted);
-            }
-        }
-        let slots: &[Slot<T::Connection<'a>>; SERVERS] = slots;
-        let mut connecting = pin!(join_array(core::array::from_fn::<_, SERVERS, _>(|i| {
-            let addr = addrs.get(i).copied();
-            let slot = slots.get(i);
-            async move {
-                if let (Some(addr), Some(slot)) = (addr, slot) {
-                    connects(stack, addr, slot).await;
-                }
-                core::future::pending::<()>().await;
-            }
-        })));
+        let links: &Links<S, SERVERS> = links;
         // The deadline the timer waits for.
         let mut armed: Option<Instant> = None;
         loop {
@@ -513,7 +617,9 @@ where
                 }
             };
             let step = poll_fn(|cx| {
-                let mut io = Polled { cx, slots };
+                // A connect that lands wakes this task.
+                register(&links.client, cx.waker());
+                let mut io = Polled { cx, links };
                 match engine.pump(&mut io, op.as_deref_mut(), end) {
                     Err(e) => Poll::Ready(Err(e)),
                     Ok(Flow::Done) => Poll::Ready(Ok(None)),
@@ -523,12 +629,12 @@ where
                     Ok(Flow::Wait(_)) => Poll::Pending,
                 }
             });
-            match select3(step, connecting.as_mut(), timer).await {
-                Either3::First(Err(e)) => return Err(e),
-                Either3::First(Ok(None)) => return Ok(()),
-                Either3::First(Ok(Some(until))) => armed = Some(until),
-                // The connects never end; the timer rang.
-                Either3::Second(_) | Either3::Third(()) => armed = None,
+            match select(step, timer).await {
+                Either::First(Err(e)) => return Err(e),
+                Either::First(Ok(None)) => return Ok(()),
+                Either::First(Ok(Some(until))) => armed = Some(until),
+                // The timer rang.
+                Either::Second(()) => armed = None,
             }
         }
     }

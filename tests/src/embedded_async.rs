@@ -1,7 +1,8 @@
 //! `redlock-embedded`'s async client on the host: a [`TcpConnect`] of tokio
 //! streams (through `embedded-io-adapters`), a [`DelayNs`] over tokio's
-//! timer, and [`BlockOn`], a blocking face over a current-thread runtime,
-//! so that the blocking client's tests run on the async client unchanged.
+//! timer, and [`BlockOn`], a blocking face over a current-thread runtime
+//! whose `LocalSet` runs the client's [`Connector`], so that the blocking
+//! client's tests run on the async client unchanged.
 
 use core::net::SocketAddr;
 use std::collections::HashMap;
@@ -12,10 +13,11 @@ use embedded_hal_async::delay::DelayNs;
 use embedded_io_adapters::tokio_1::FromTokio;
 use embedded_nal_async::TcpConnect;
 use redlock_embedded::{
-    AsyncClient, Buffers, Config, Credentials, Duration, Error, FenceRepaired, Inspection, Instant,
-    Lock, Options, Released,
+    AsyncClient, Buffers, Config, Connector, Credentials, Duration, Error, FenceRepaired,
+    Inspection, Instant, Links, Lock, Options, Released,
 };
 use tokio::runtime::Runtime;
+use tokio::task::LocalSet;
 
 use crate::embedded::{OsRng, StdClock};
 
@@ -64,9 +66,15 @@ impl DelayNs for TokioDelay {
     }
 }
 
-/// The async client over tokio, with the host's clock and RNG.
+/// A stream of [`TokioStack`].
+pub type TokioStream = FromTokio<tokio::net::TcpStream>;
+
+/// The async client over tokio streams, with the host's clock and RNG.
 pub type AsyncEmbedded<const N: usize> =
-    AsyncClient<'static, TokioStack, StdClock, OsRng, TokioDelay, N>;
+    AsyncClient<'static, TokioStream, StdClock, OsRng, TokioDelay, N>;
+
+/// A call past this is a hang: the test fails.
+const LIMIT: core::time::Duration = core::time::Duration::from_secs(60);
 
 /// What the tests look at of the network: the connects per server (as
 /// [`StdNet`](crate::embedded::StdNet)'s).
@@ -80,9 +88,14 @@ pub struct NetView {
 }
 
 /// The async client behind blocking calls, each run to its end on a
-/// current-thread tokio runtime.
+/// current-thread tokio runtime, with its connector on the runtime's
+/// `LocalSet` (which runs while a call runs, and between calls whenever
+/// [`block_on`](BlockOn::block_on) runs anything).
 pub struct BlockOn<const N: usize> {
-    rt: Runtime,
+    /// The runtime.
+    pub rt: Runtime,
+    /// Where the connector runs.
+    pub local: LocalSet,
     client: AsyncEmbedded<N>,
     stack: &'static TokioStack,
     addrs: [SocketAddr; N],
@@ -112,11 +125,14 @@ impl<const N: usize> BlockOn<N> {
             .expect("a tokio runtime");
         let stack: &'static TokioStack = Box::leak(Box::default());
         let buffers: &'static mut Buffers<N> = Box::leak(Box::default());
-        let client = AsyncClient::new(
-            stack, addrs, StdClock, TokioDelay, OsRng, config, creds, buffers,
-        )?;
+        let links: &'static Links<TokioStream, N> = Box::leak(Box::new(Links::new()));
+        let client = AsyncClient::new(links, StdClock, TokioDelay, OsRng, config, creds, buffers)?;
+        let local = LocalSet::new();
+        let connector = Connector::new(stack, addrs, links);
+        local.spawn_local(async move { connector.run().await });
         Ok(BlockOn {
             rt,
+            local,
             client,
             stack,
             addrs,
@@ -127,9 +143,25 @@ impl<const N: usize> BlockOn<N> {
         })
     }
 
+    /// Runs `fut` to its end with the connector beside it; panics past a
+    /// minute (a hang is a bug).
+    #[allow(clippy::expect_used)] // a test harness: a hang fails the test
+    pub fn block_on<F: core::future::Future>(&self, fut: F) -> F::Output {
+        self.local
+            .block_on(&self.rt, async { tokio::time::timeout(LIMIT, fut).await })
+            .expect("an async call ran past its limit")
+    }
+
     /// The async client itself.
     pub fn inner(&mut self) -> &mut AsyncEmbedded<N> {
         &mut self.client
+    }
+
+    /// The runtime, the `LocalSet` where the connector runs, and the
+    /// client: to run a call with other futures beside it
+    /// (`local.block_on(rt, ...)`).
+    pub fn parts(&mut self) -> (&Runtime, &LocalSet, &mut AsyncEmbedded<N>) {
+        (&self.rt, &self.local, &mut self.client)
     }
 
     /// See `AsyncClient::set_options`.
@@ -155,12 +187,12 @@ impl<const N: usize> BlockOn<N> {
 
     /// See `AsyncClient::connect`.
     pub fn connect(&mut self) -> usize {
-        self.rt.block_on(self.client.connect())
+        Self::run(&self.rt, &self.local, self.client.connect())
     }
 
     /// See `AsyncClient::lock`.
     pub fn lock<'r>(&mut self, resource: &'r [u8], ttl: Duration) -> Result<Lock<'r>, Error> {
-        self.rt.block_on(self.client.lock(resource, ttl))
+        Self::run(&self.rt, &self.local, self.client.lock(resource, ttl))
     }
 
     /// See `AsyncClient::lock_until`.
@@ -170,37 +202,57 @@ impl<const N: usize> BlockOn<N> {
         ttl: Duration,
         deadline: Instant,
     ) -> Result<Lock<'r>, Error> {
-        self.rt
-            .block_on(self.client.lock_until(resource, ttl, deadline))
+        Self::run(
+            &self.rt,
+            &self.local,
+            self.client.lock_until(resource, ttl, deadline),
+        )
     }
 
     /// See `AsyncClient::try_lock`.
     pub fn try_lock<'r>(&mut self, resource: &'r [u8], ttl: Duration) -> Result<Lock<'r>, Error> {
-        self.rt.block_on(self.client.try_lock(resource, ttl))
+        Self::run(&self.rt, &self.local, self.client.try_lock(resource, ttl))
     }
 
     /// See `AsyncClient::extend`.
     pub fn extend(&mut self, lock: &mut Lock<'_>, ttl: Duration) -> Result<(), Error> {
-        self.rt.block_on(self.client.extend(lock, ttl))
+        Self::run(&self.rt, &self.local, self.client.extend(lock, ttl))
     }
 
     /// See `AsyncClient::unlock`.
     pub fn unlock(&mut self, lock: &Lock<'_>) -> Result<Released, Error> {
-        self.rt.block_on(self.client.unlock(lock))
+        Self::run(&self.rt, &self.local, self.client.unlock(lock))
     }
 
     /// See `AsyncClient::unlock_token`.
     pub fn unlock_token(&mut self, resource: &[u8], token: &[u8]) -> Result<Released, Error> {
-        self.rt.block_on(self.client.unlock_token(resource, token))
+        Self::run(
+            &self.rt,
+            &self.local,
+            self.client.unlock_token(resource, token),
+        )
     }
 
     /// See `AsyncClient::inspect`.
     pub fn inspect(&mut self, resource: &[u8]) -> Result<Inspection, Error> {
-        self.rt.block_on(self.client.inspect(resource))
+        Self::run(&self.rt, &self.local, self.client.inspect(resource))
     }
 
     /// See `AsyncClient::fence_repair`.
     pub fn fence_repair(&mut self, resource: &[u8], floor: u64) -> Result<FenceRepaired, Error> {
-        self.rt.block_on(self.client.fence_repair(resource, floor))
+        Self::run(
+            &self.rt,
+            &self.local,
+            self.client.fence_repair(resource, floor),
+        )
+    }
+
+    /// [`block_on`](BlockOn::block_on), on parts of `self` (while the
+    /// client is borrowed by the call).
+    #[allow(clippy::expect_used)] // a test harness: a hang fails the test
+    fn run<F: core::future::Future>(rt: &Runtime, local: &LocalSet, fut: F) -> F::Output {
+        local
+            .block_on(rt, async { tokio::time::timeout(LIMIT, fut).await })
+            .expect("an async call ran past its limit")
     }
 }

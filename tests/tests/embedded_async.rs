@@ -69,11 +69,8 @@ mod only_async {
         let mut waiter = client(&servers);
         let ticks = Cell::new(0u32);
         let done = Cell::new(false);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let (got, ticks_while_waiting) = rt.block_on(async {
+        let (rt, local, waiter) = waiter.parts();
+        let (got, ticks_while_waiting) = local.block_on(rt, async {
             let ticker = async {
                 while !done.get() {
                     ticks.set(ticks.get() + 1);
@@ -83,7 +80,6 @@ mod only_async {
             let call = async {
                 let now = waiter.now();
                 let got = waiter
-                    .inner()
                     .lock_until(
                         b"shared",
                         Duration::from_secs(5),
@@ -100,7 +96,7 @@ mod only_async {
         });
         // The holder's lock ran out (600 ms): the waiter has it.
         let lock = got.unwrap();
-        assert!(!held.token().as_bytes().is_empty());
+        assert_ne!(held.token(), lock.token());
         assert!(
             ticks_while_waiting >= 50,
             "the ticker ran {ticks_while_waiting} times in the ~600 ms the call waited"
@@ -120,25 +116,20 @@ mod only_async {
     fn lock_futures_dropped_after_any_poll_leave_the_client_usable() {
         let servers = start(3);
         let mut c = client(&servers);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let _guard = rt.enter();
         for polls in 0..12 {
             let resource = format!("dropped-{polls}");
             {
-                let mut fut = pin!(
-                    c.inner()
-                        .lock(resource.as_bytes(), Duration::from_millis(300))
-                );
+                let (rt, local, inner) = c.parts();
+                let _guard = rt.enter();
+                let mut fut = pin!(inner.lock(resource.as_bytes(), Duration::from_millis(300)));
                 let mut cx = Context::from_waker(Waker::noop());
                 for _ in 0..polls {
                     if let Poll::Ready(r) = fut.as_mut().poll(&mut cx) {
                         let _ = r;
                         break;
                     }
-                    rt.block_on(tokio::time::sleep(StdDuration::from_micros(200)));
+                    // The connector runs meanwhile.
+                    local.block_on(rt, tokio::time::sleep(StdDuration::from_micros(200)));
                 }
             }
             // A key the dropped call may have set ends with its ttl; the
@@ -178,5 +169,198 @@ mod only_async {
         // A server's buffers alone are 1024 + 640 B.
         assert!(lock < 5 * 1664, "the lock future holds {lock} B");
         assert!(client < 5 * 1664, "the client holds {client} B");
+    }
+
+    /// Tokio streams; the connects to `slow` are refused while `refuse`
+    /// is set, and otherwise take `delay` (a far server's round trip, or
+    /// a SYN that had to be sent again).
+    struct SlowStack {
+        slow: core::net::SocketAddr,
+        refuse: core::sync::atomic::AtomicBool,
+        delay: StdDuration,
+        connects: core::sync::atomic::AtomicUsize,
+    }
+
+    impl embedded_nal_async::TcpConnect for SlowStack {
+        type Error = std::io::Error;
+        type Connection<'a> = redlock_tests::embedded_async::TokioStream;
+
+        async fn connect<'a>(
+            &'a self,
+            remote: core::net::SocketAddr,
+        ) -> Result<Self::Connection<'a>, std::io::Error> {
+            use core::sync::atomic::Ordering;
+            if remote == self.slow {
+                self.connects.fetch_add(1, Ordering::Relaxed);
+                if self.refuse.load(Ordering::Relaxed) {
+                    return Err(std::io::ErrorKind::ConnectionRefused.into());
+                }
+                tokio::time::sleep(self.delay).await;
+            }
+            let stream = tokio::net::TcpStream::connect(remote).await?;
+            stream.set_nodelay(true)?;
+            Ok(embedded_io_adapters::tokio_1::FromTokio::new(stream))
+        }
+    }
+
+    /// From review 25: a server whose connect failed once, then takes
+    /// 50 ms to connect (well within the connect timeout), comes back
+    /// while the calls are shorter than 50 ms: the connector goes on
+    /// between calls, as a blocking stack's connect does. (With the connects
+    /// inside the calls, each call dropped the connect and the next started
+    /// it again: the server never came back.)
+    #[test]
+    fn a_reconnect_slower_than_a_call_lands_between_calls() {
+        use core::sync::atomic::Ordering;
+        use redlock_embedded::{AsyncClient, Buffers, Config, Connector, Links};
+        use redlock_tests::embedded::{OsRng, StdClock};
+        use redlock_tests::embedded_async::{TokioDelay, TokioStream};
+
+        let servers = start(3);
+        let addrs: [core::net::SocketAddr; 3] = core::array::from_fn(|i| servers[i].addr());
+        let stack: &'static SlowStack = Box::leak(Box::new(SlowStack {
+            slow: addrs[2],
+            refuse: true.into(),
+            delay: StdDuration::from_millis(50),
+            connects: 0.into(),
+        }));
+        let links: &'static Links<TokioStream, 3> = Box::leak(Box::new(Links::new()));
+        let buffers: &'static mut Buffers<3> = Box::leak(Box::default());
+        let mut config = Config::DEFAULT;
+        config.request_timeout = Some(Duration::from_millis(100));
+        let mut c = AsyncClient::new(
+            links,
+            StdClock,
+            TokioDelay,
+            OsRng,
+            config,
+            [Credentials::NONE; 3],
+            buffers,
+        )
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        let connector = Connector::new(stack, addrs, links);
+        local.spawn_local(async move { connector.run().await });
+        let within = |fut| {
+            local
+                .block_on(&rt, async {
+                    tokio::time::timeout(StdDuration::from_secs(5), fut).await
+                })
+                .expect("a call ran past its limit")
+        };
+        assert_eq!(within(c.connect()), 2, "server 2 refused its first connect");
+        // The server is back, 50 ms away.
+        stack.refuse.store(false, Ordering::Relaxed);
+        // A lock held and kept: extended every 20 ms.
+        let mut lock = local
+            .block_on(&rt, c.lock(b"review-reconnect", Duration::from_secs(10)))
+            .unwrap();
+        let start = std::time::Instant::now();
+        let mut calls = 0;
+        let mut back = false;
+        while start.elapsed() < StdDuration::from_secs(4) {
+            local
+                .block_on(&rt, c.extend(&mut lock, Duration::from_secs(10)))
+                .unwrap();
+            calls += 1;
+            // The application does something else for 20 ms.
+            local.block_on(&rt, async {
+                tokio::time::sleep(StdDuration::from_millis(20)).await
+            });
+            if local.block_on(&rt, c.connect()) == 3 {
+                back = true;
+                break;
+            }
+        }
+        let _ = local.block_on(&rt, c.unlock(&lock));
+        assert!(
+            back,
+            "server 2 never came back in {calls} calls over 4 s; {} connects started to it",
+            stack.connects.load(Ordering::Relaxed)
+        );
+        assert!(
+            stack.connects.load(Ordering::Relaxed) <= 3,
+            "{} connects to server 2: it should have taken one after the refusal",
+            stack.connects.load(Ordering::Relaxed)
+        );
+    }
+
+    /// From review 25: a `lock_until` that waits ~600 ms on a held
+    /// resource, with the farthest deadline there is, is polled as its
+    /// timer and sockets say, not in a loop.
+    #[test]
+    fn a_waiting_lock_until_is_not_polled_in_a_loop() {
+        use redlock_embedded::Instant;
+
+        struct Counted<'c, F> {
+            fut: core::pin::Pin<&'c mut F>,
+            polls: &'c Cell<u64>,
+        }
+        impl<F: Future> Future for Counted<'_, F> {
+            type Output = F::Output;
+            fn poll(mut self: core::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+                self.polls.set(self.polls.get() + 1);
+                self.fut.as_mut().poll(cx)
+            }
+        }
+
+        let servers = start(3);
+        let mut holder = client(&servers);
+        let _held = holder.lock(b"probe", Duration::from_millis(600)).unwrap();
+        let mut waiter = client(&servers);
+        assert_eq!(waiter.connect(), 3);
+        let polls = Cell::new(0u64);
+        let (rt, local, inner) = waiter.parts();
+        let got = local.block_on(rt, async {
+            let fut = pin!(inner.lock_until(
+                b"probe",
+                Duration::from_secs(5),
+                Instant::from_micros(u64::MAX),
+            ));
+            tokio::time::timeout(StdDuration::from_secs(5), Counted { fut, polls: &polls })
+                .await
+                .map(|r| r.map(|l| *l))
+        });
+        assert!(got.unwrap().is_ok());
+        assert!(polls.get() < 1_000, "{} polls", polls.get());
+    }
+
+    /// `AsyncClient::new` refuses what `Client::new` refuses: buffers too
+    /// small for a handshake command, and no servers.
+    #[test]
+    fn the_async_client_refuses_bad_arguments() {
+        use redlock_embedded::{AsyncClient, Buffers, Config, Links};
+        use redlock_tests::embedded::{OsRng, StdClock};
+        use redlock_tests::embedded_async::{TokioDelay, TokioStream};
+
+        let links: &'static Links<TokioStream, 1> = Box::leak(Box::new(Links::new()));
+        let built = AsyncClient::new(
+            links,
+            StdClock,
+            TokioDelay,
+            OsRng,
+            Config::DEFAULT,
+            [Credentials::NONE],
+            Box::leak(Box::new(Buffers::<1, 1024, 64>::new())),
+        );
+        assert!(
+            matches!(built, Err(Error::BufferTooSmall { .. })),
+            "{built:?}"
+        );
+        let none: &'static Links<TokioStream, 0> = Box::leak(Box::new(Links::new()));
+        let built = AsyncClient::new(
+            none,
+            StdClock,
+            TokioDelay,
+            OsRng,
+            Config::DEFAULT,
+            [],
+            Box::leak(Box::new(Buffers::<0>::new())),
+        );
+        assert!(matches!(built, Err(Error::ServerCount(0))), "{built:?}");
     }
 }

@@ -37,11 +37,11 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use chacha20::ChaCha20Rng;
 use cortex_m_rt::exception;
 use embassy_executor::Spawner;
-use embassy_net::tcp::client::{TcpClient, TcpClientState};
+use embassy_net::tcp::client::{TcpClient, TcpClientState, TcpConnection};
 use embassy_net::{Config, Ipv4Cidr, Runner, Stack, StackResources, StaticConfigV4};
 use embassy_time::{Delay, Duration, Instant, Ticker, Timer};
 use rand_core::SeedableRng;
-use redlock_embedded::{AsyncClient, Credentials};
+use redlock_embedded::{AsyncClient, Connector, Credentials, Links};
 use redlock_firmware::clock::{self, Clock};
 use redlock_firmware::console::{exit, println};
 use redlock_firmware::lan9118::{Lan9118, ProbeError};
@@ -74,8 +74,10 @@ const WAIT_TTL_MS: u64 = 800;
 type Tcp = TcpClient<'static, SERVERS, SOCKET_TX, SOCKET_RX>;
 /// The Redlock client's per-server buffers and connection state.
 type ClientBuffers = redlock_embedded::Buffers<SERVERS, IN, OUT>;
+/// A connection of the TCP client.
+type Stream = TcpConnection<'static, SERVERS, SOCKET_TX, SOCKET_RX>;
 /// The async Redlock client over embassy-net.
-type Redlock = AsyncClient<'static, Tcp, Clock, ChaCha20Rng, Delay, SERVERS, IN, OUT>;
+type Redlock = AsyncClient<'static, Stream, Clock, ChaCha20Rng, Delay, SERVERS, IN, OUT>;
 
 /// The ticker task's count of milliseconds.
 static TICKS: AtomicU32 = AtomicU32::new(0);
@@ -180,7 +182,9 @@ async fn main(spawner: Spawner) {
     let net = network(spawner, &args).unwrap_or_else(|why| fail("boot", why));
     spawner.spawn(ticker().unwrap_or_else(|_| fail("boot", BootError::Taken)));
     let tcp = tcp_client(net).unwrap_or_else(|why| fail("boot", why));
-    let mut client = redlock(tcp, clock, &args).unwrap_or_else(|why| fail("boot", why));
+    let (mut client, connector) =
+        redlock(tcp, clock, &args).unwrap_or_else(|why| fail("boot", why));
+    spawner.spawn(connect(connector).unwrap_or_else(|_| fail("boot", BootError::Taken)));
     let ok = run(&mut client, &args).await;
     println!("stack {}", stack::high_water());
     exit(ok)
@@ -355,20 +359,26 @@ fn tcp_client(stack: Stack<'static>) -> Result<&'static Tcp, BootError> {
     CLIENT.try_init(tcp).map(|c| &*c).ok_or(BootError::Taken)
 }
 
-/// The Redlock client over the three servers, its per-server buffers in a
-/// static.
-fn redlock(tcp: &'static Tcp, clock: Clock, args: &Args) -> Result<Redlock, BootError> {
+/// The Redlock client over the three servers, and its connector; their
+/// buffers and links in statics.
+fn redlock(
+    tcp: &'static Tcp,
+    clock: Clock,
+    args: &Args,
+) -> Result<(Redlock, Connector<'static, Tcp, SERVERS>), BootError> {
     static BUFFERS: StaticCell<ClientBuffers> = StaticCell::new();
+    static LINKS: StaticCell<Links<Stream, SERVERS>> = StaticCell::new();
     let buffers = BUFFERS
         .try_init(ClientBuffers::new())
         .ok_or(BootError::Taken)?;
+    let links: &'static Links<Stream, SERVERS> =
+        LINKS.try_init(Links::new()).ok_or(BootError::Taken)?;
     let addrs = args
         .ports
         .map(|port| SocketAddr::V4(SocketAddrV4::new(Addressing::SLIRP.router, port)));
     let rng = ChaCha20Rng::from_seed(args.seed);
-    AsyncClient::new(
-        tcp,
-        addrs,
+    let client = AsyncClient::new(
+        links,
         clock,
         Delay,
         rng,
@@ -376,5 +386,12 @@ fn redlock(tcp: &'static Tcp, clock: Clock, args: &Args) -> Result<Redlock, Boot
         [Credentials::NONE; SERVERS],
         buffers,
     )
-    .map_err(BootError::Client)
+    .map_err(BootError::Client)?;
+    Ok((client, Connector::new(tcp, addrs, links)))
+}
+
+/// Opens the Redlock client's connections, for as long as it runs.
+#[embassy_executor::task]
+async fn connect(connector: Connector<'static, Tcp, SERVERS>) -> ! {
+    match connector.run().await {}
 }

@@ -82,8 +82,9 @@ pub struct TxToken<'a> {
 
 impl embassy_net_driver::TxToken for TxToken<'_> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        // The stack never asks for more than the MTU; a larger request
-        // gets a shorter buffer and the frame is dropped, never sent cut.
+        // The stack asks for at most the MTU that `capabilities` gives,
+        // FRAME; a larger request (none is made) would get a shorter
+        // buffer, and the frame would not be sent.
         let fits = len <= FRAME;
         let frame = &mut self.buf[..len.min(FRAME)];
         let r = f(frame);
@@ -111,6 +112,12 @@ impl Driver for Lan9118Driver {
         // stop asking after a frame while more wait (see the module docs).
         wake_at_next_tick(cx.waker());
         let Lan9118Driver { lan, rx, tx, .. } = self;
+        // The stack may answer a frame at once (an ACK, ARP) with the
+        // token it came with: a frame waits in the FIFO until there is
+        // room to answer it.
+        if !lan.can_send(FRAME) {
+            return None;
+        }
         let len = lan.receive(rx)?;
         let frame = rx.get_mut(..len)?;
         Some((RxToken { frame }, TxToken { lan, buf: tx }))

@@ -19,7 +19,9 @@
 //!   without a timer of its own.
 //!
 //! The binary's `SysTick` exception handler must call [`crate::clock::tick`]
-//! and then [`tick`]; [`crate::clock::Clock::start`] starts both timers.
+//! and then [`tick`]; [`crate::clock::Clock::start`] starts both timers,
+//! and must run before anything asks embassy-time for the time: the clock
+//! starts from zero, so a `now()` read before it would not be monotonic.
 
 use core::cell::{Cell, RefCell};
 use core::task::Waker;

@@ -2,7 +2,9 @@
 //! under QEMU `mps2-an386`, against three real `redis-server` processes on
 //! the host: it takes a lock, proves it, holds it (while the host checks
 //! that nobody else can take it), extends it and releases it; and its
-//! lock/unlock latency next to the std client's.
+//! lock/unlock latency next to the std client's. The embassy firmware
+//! (binary `embassy`) takes the same lock with the async client, and shows
+//! another task running while a lock call waits.
 //!
 //! QEMU is required: without `qemu-system-arm` these tests fail.
 
@@ -59,28 +61,45 @@ fn holder(server: &RedisServer, key: &str) -> Value {
         .unwrap()
 }
 
-/// The gateway's command line: ports, resource, hold, ttl, seed, cycles.
+/// A firmware's command line: ports, resource, hold, ttl, seed, and the
+/// cycles (if any: the embassy firmware takes none).
 fn append(servers: &[RedisServer], resource: &str, hold_ms: u64, cycles: usize) -> String {
     let ports: Vec<String> = servers.iter().map(|s| s.port().to_string()).collect();
-    format!(
-        "{} {resource} {hold_ms} 10000 {} {cycles}",
+    let mut line = format!(
+        "{} {resource} {hold_ms} 10000 {}",
         ports.join(" "),
         fresh_seed()
-    )
+    );
+    if cycles > 0 {
+        line.push_str(&format!(" {cycles}"));
+    }
+    line
 }
 
-/// Reads the console to the end, calling `during_hold` once when the
-/// firmware says `holding`; returns the lines, the exit status and stderr.
+/// Boots the gateway; see [`boot`].
 fn run(
+    servers: &[RedisServer],
+    resource: &str,
+    hold_ms: u64,
+    cycles: usize,
+    during_hold: impl FnMut(&[String]),
+) -> (Vec<String>, bool, String) {
+    boot(&gateway(), servers, resource, hold_ms, cycles, during_hold)
+}
+
+/// Boots the firmware `elf` and reads its console to the end, calling
+/// `during_hold` once when it says `holding`; returns the lines, the exit
+/// status and stderr.
+fn boot(
+    elf: &std::path::Path,
     servers: &[RedisServer],
     resource: &str,
     hold_ms: u64,
     cycles: usize,
     mut during_hold: impl FnMut(&[String]),
 ) -> (Vec<String>, bool, String) {
-    let elf = gateway();
     let args = append(servers, resource, hold_ms, cycles);
-    let mut qemu = Qemu::boot(&elf, &args, LIMIT).expect("QEMU starts");
+    let mut qemu = Qemu::boot(elf, &args, LIMIT).expect("QEMU starts");
     let mut lines = Vec::new();
     while let Some(line) = qemu.next_line() {
         eprintln!("firmware: {line}");
@@ -109,26 +128,30 @@ fn number(s: &str) -> u64 {
         .unwrap_or_else(|_| panic!("`{s}` is not a number"))
 }
 
+/// While the firmware says it holds `resource`: the std client cannot
+/// take it, and a majority holds the firmware's token.
+fn held_by_the_firmware(s: &[RedisServer], resource: &str, lines: &[String]) {
+    let token = fields(lines, "acquired")[2].to_string();
+    let c = std_client(s);
+    let other = c.try_lock(resource, Duration::from_secs(5));
+    assert!(
+        matches!(other, Err(Error::Conflict(_))),
+        "the std client took the firmware's lock: {other:?}"
+    );
+    let holding = s
+        .iter()
+        .filter(|server| holder(server, resource) == Value::Bulk(token.clone().into_bytes()))
+        .count();
+    assert!(holding >= 2, "only {holding}/3 servers hold {token}");
+}
+
 #[test]
 fn gateway_acquires_proves_holds_extends_and_releases_a_lock() {
     let s = servers();
     let resource = "firmware-gateway";
     let mut checked = false;
     let (lines, ok, stderr) = run(&s, resource, 3000, 0, |lines| {
-        // While the firmware holds the lock: the std client cannot take it,
-        // and a majority holds the firmware's token.
-        let token = fields(lines, "acquired")[2].to_string();
-        let c = std_client(&s);
-        let other = c.try_lock(resource, Duration::from_secs(5));
-        assert!(
-            matches!(other, Err(Error::Conflict(_))),
-            "the std client took the firmware's lock: {other:?}"
-        );
-        let holding = s
-            .iter()
-            .filter(|server| holder(server, resource) == Value::Bulk(token.clone().into_bytes()))
-            .count();
-        assert!(holding >= 2, "only {holding}/3 servers hold {token}");
+        held_by_the_firmware(&s, resource, lines);
         checked = true;
     });
     assert!(ok, "the gateway failed: {lines:#?}\nQEMU stderr: {stderr}");
@@ -294,4 +317,93 @@ fn gateway_recovers_from_requests_lost_on_live_connections() {
         assert!(p.accepted() >= 2, "server {i} was reconnected");
     }
     assert_eq!(proxies[2].accepted(), 1);
+}
+
+/// The embassy firmware (binary `embassy`, feature `embassy`): on
+/// embassy's executor, its time driver and embassy-net over the LAN9118,
+/// the async client takes, proves, holds (checked from here), extends and
+/// releases a lock; then a lock call waits on a held resource while a
+/// second task counts milliseconds.
+#[test]
+fn embassy_firmware_locks_holds_extends_releases_and_its_ticker_runs_while_a_lock_call_waits() {
+    require_qemu();
+    let elf = build_firmware("embassy", &["embassy"]);
+    let servers = servers();
+    let resource = "firmware-embassy";
+
+    let mut checked = false;
+    let (lines, ok, stderr) = boot(&elf, &servers, resource, 2000, 0, |lines| {
+        held_by_the_firmware(&servers, resource, lines);
+        checked = true;
+    });
+    assert!(
+        ok,
+        "the embassy firmware failed: {lines:#?}\nQEMU stderr: {stderr}"
+    );
+    assert!(checked, "the firmware never said `holding`: {lines:#?}");
+    assert!(!lines.iter().any(|l| l.starts_with("error")), "{lines:#?}");
+    assert_eq!(fields(&lines, "args"), ["args", resource, "2000", "10000"]);
+    assert_eq!(fields(&lines, "nic")[1], "0x01180001", "{lines:#?}");
+    let words: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l.split(' ').next())
+        .filter(|w| {
+            [
+                "connected",
+                "acquired",
+                "proved",
+                "holding",
+                "extended",
+                "released",
+                "waited",
+                "stack",
+            ]
+            .contains(w)
+        })
+        .collect();
+    assert_eq!(
+        words,
+        [
+            "connected",
+            "acquired",
+            "proved",
+            "holding",
+            "extended",
+            "released",
+            "waited",
+            "stack"
+        ],
+        "{lines:#?}"
+    );
+    assert_eq!(fields(&lines, "connected"), ["connected", "3/3"]);
+    let acquired = fields(&lines, "acquired");
+    assert_eq!(acquired.len(), 4, "{acquired:?}");
+    assert_eq!(acquired[1], resource);
+    let token = acquired[2];
+    assert_eq!(token.len(), 40, "{token}");
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token}");
+    let validity = number(acquired[3]);
+    assert!((9_000..=10_000).contains(&validity), "validity {validity}");
+    assert_eq!(fields(&lines, "proved"), ["proved", "3/3"]);
+    let extended = number(fields(&lines, "extended")[1]);
+    assert!((9_000..=10_000).contains(&extended), "extended {extended}");
+    // Released everywhere, the waiting step's lock too.
+    for server in &servers {
+        assert_eq!(holder(server, resource), Value::Nil);
+        assert_eq!(holder(server, "embassy-wait"), Value::Nil);
+    }
+    // The lock call waited for the first holder's 800 ms ttl, and the
+    // ticker ran meanwhile: a 1 ms ticker counts about one per millisecond
+    // (at least half are asked for, to allow for a busy host).
+    let waited = fields(&lines, "waited");
+    assert_eq!(waited.len(), 4, "{waited:?}");
+    assert_eq!(waited[2], "ticks");
+    let (ms, ticks) = (number(waited[1]), number(waited[3]));
+    assert!(ms >= 500, "the lock call waited only {ms} ms: {lines:#?}");
+    assert!(
+        ticks * 2 >= ms,
+        "{ticks} ticks in the {ms} ms the lock call waited: {lines:#?}"
+    );
+    let stack = number(fields(&lines, "stack")[1]);
+    assert!(stack > 0 && stack < 64 * 1024, "stack {stack}");
 }

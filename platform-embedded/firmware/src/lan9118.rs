@@ -182,6 +182,27 @@ impl Lan9118 {
         (read(Reg::TxFifoInf) & 0xffff) as usize >= len.div_ceil(4) * 4 + 8
     }
 
+    /// A network stack's transmit token: lets `fill` write the `len` bytes
+    /// of a frame into `buf`, then queues them. The stacks ask for at most
+    /// the MTU their drivers announce, `buf.len()`; a larger request (none
+    /// is made) gets a shorter buffer, and the frame is not sent. A full
+    /// FIFO drops the frame, as a busy wire would; TCP retransmits it.
+    pub fn transmit<R>(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        fill: impl FnOnce(&mut [u8]) -> R,
+    ) -> R {
+        let room = buf.len();
+        let fits = len <= room;
+        let frame = &mut buf[..len.min(room)];
+        let r = fill(frame);
+        if fits {
+            let _ = self.send(frame);
+        }
+        r
+    }
+
     /// Queues `frame` for transmission; `false` (and nothing sent) when the
     /// FIFO has no room for it or it is longer than a frame can be.
     pub fn send(&mut self, frame: &[u8]) -> bool {

@@ -57,17 +57,7 @@ pub struct TxToken<'a> {
 
 impl phy::TxToken for TxToken<'_> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        // smoltcp never asks for more than the MTU; a larger request gets
-        // a truncated buffer and the frame is dropped, never sent cut.
-        let fits = len <= FRAME;
-        let frame = &mut self.buf[..len.min(FRAME)];
-        let r = f(frame);
-        if fits {
-            // A full FIFO drops the frame, as a busy wire would; TCP
-            // retransmits it.
-            let _ = self.lan.send(frame);
-        }
-        r
+        self.lan.transmit(self.buf, len, f)
     }
 }
 

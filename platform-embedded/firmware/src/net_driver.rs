@@ -82,18 +82,7 @@ pub struct TxToken<'a> {
 
 impl embassy_net_driver::TxToken for TxToken<'_> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        // The stack asks for at most the MTU that `capabilities` gives,
-        // FRAME; a larger request (none is made) would get a shorter
-        // buffer, and the frame would not be sent.
-        let fits = len <= FRAME;
-        let frame = &mut self.buf[..len.min(FRAME)];
-        let r = f(frame);
-        if fits {
-            // A full FIFO drops the frame, as a busy wire would; TCP
-            // retransmits it.
-            let _ = self.lan.send(frame);
-        }
-        r
+        self.lan.transmit(self.buf, len, f)
     }
 }
 

@@ -60,10 +60,6 @@ const OUT: usize = 512;
 /// window need not hold a whole reply), requests are small.
 const SOCKET_RX: usize = 512;
 const SOCKET_TX: usize = 256;
-/// The longest command line taken (QEMU puts the kernel's path first).
-const CMDLINE: usize = 512;
-/// The longest resource name taken.
-const RESOURCE: usize = 64;
 /// A connection that hears nothing for this long is reset.
 const STEP: Duration = Duration::from_secs(5);
 /// The resource of the waiting step, and how long it is held first.
@@ -89,81 +85,7 @@ fn SysTick() {
 }
 
 /// The run-time arguments.
-struct Args {
-    ports: [u16; SERVERS],
-    /// The lock's name, hold time and ttl: for the Redlock client to come
-    /// (only printed for now).
-    resource: heapless::String<RESOURCE>,
-    hold_ms: u32,
-    ttl_ms: u32,
-    seed: [u8; 32],
-}
-
-/// Reads and parses the command line.
-fn args() -> Result<Args, &'static str> {
-    let mut line = [0u8; CMDLINE];
-    let line = cmdline::read(&mut line)
-        .ok_or("no command line (run with -semihosting-config enable=on)")?;
-    parse(line)
-}
-
-/// Parses `PORT PORT PORT RESOURCE HOLD_MS TTL_MS SEED`, after the kernel
-/// file name QEMU puts first.
-fn parse(line: &str) -> Result<Args, &'static str> {
-    let mut words = line.split_ascii_whitespace().peekable();
-    if words.peek().is_some_and(|w| w.parse::<u16>().is_err()) {
-        words.next();
-    }
-    let mut ports = [0u16; SERVERS];
-    for port in &mut ports {
-        *port = words
-            .next()
-            .and_then(|w| w.parse().ok())
-            .filter(|&p| p != 0)
-            .ok_or("expected three server ports")?;
-    }
-    let resource = words
-        .next()
-        .ok_or("expected a resource name")?
-        .try_into()
-        .map_err(|_| "the resource name is too long")?;
-    let hold_ms = words
-        .next()
-        .and_then(|w| w.parse().ok())
-        .ok_or("expected the hold time in ms")?;
-    let ttl_ms = words
-        .next()
-        .and_then(|w| w.parse().ok())
-        .ok_or("expected the ttl in ms")?;
-    let seed = words
-        .next()
-        .and_then(seed_of)
-        .ok_or("expected a seed of 64 hex digits")?;
-    if words.next().is_some() {
-        return Err("too many arguments");
-    }
-    Ok(Args {
-        ports,
-        resource,
-        hold_ms,
-        ttl_ms,
-        seed,
-    })
-}
-
-/// 32 bytes from 64 hex digits.
-fn seed_of(hex: &str) -> Option<[u8; 32]> {
-    let hex = hex.as_bytes();
-    if hex.len() != 64 {
-        return None;
-    }
-    let digit = |c: u8| char::from(c).to_digit(16).map(|d| d as u8);
-    let mut seed = [0u8; 32];
-    for (byte, pair) in seed.iter_mut().zip(hex.chunks_exact(2)) {
-        *byte = digit(pair[0])? << 4 | digit(pair[1])?;
-    }
-    Some(seed)
-}
+type Args = cmdline::Args<SERVERS>;
 
 /// Prints `error <step>: <why>` and exits 1.
 fn fail(step: &str, why: impl core::fmt::Display) -> ! {
@@ -174,7 +96,7 @@ fn fail(step: &str, why: impl core::fmt::Display) -> ! {
 #[embassy_executor::main]
 async fn main(spawner: Spawner) {
     stack::paint();
-    let args = args().unwrap_or_else(|why| fail("args", why));
+    let args = cmdline::args(0).unwrap_or_else(|why| fail("args", why));
     println!("args {} {} {}", args.resource, args.hold_ms, args.ttl_ms);
     let mut core = cortex_m::Peripherals::take().unwrap_or_else(|| fail("boot", BootError::Taken));
     // Timer 0 and SysTick: embassy-time's clock and alarms from here on.
@@ -195,7 +117,7 @@ async fn run(client: &mut Redlock, args: &Args) -> bool {
     let ready = client.connect().await;
     println!("connected {}/{}", ready, SERVERS);
     let resource = args.resource.as_bytes();
-    let ttl = redlock_embedded::Duration::from_millis(u64::from(args.ttl_ms));
+    let ttl = redlock_embedded::Duration::from_millis(args.ttl_ms);
     // 1. Acquire.
     let mut lock = match client.lock(resource, ttl).await {
         Ok(lock) => lock,
@@ -225,7 +147,7 @@ async fn run(client: &mut Redlock, args: &Args) -> bool {
     println!("proved {}/{}", held, inspection.entries().len());
     // 3. Hold (the executor runs the network and the ticker meanwhile).
     println!("holding {}", args.hold_ms);
-    Timer::after(Duration::from_millis(u64::from(args.hold_ms))).await;
+    Timer::after(Duration::from_millis(args.hold_ms)).await;
     // 4. Extend.
     if let Err(e) = client.extend(&mut lock, ttl).await {
         return report("extend", e);

@@ -37,10 +37,6 @@ const SOCKET_RX: usize = 256;
 const SOCKET_TX: usize = 192;
 /// The most latency cycles measured in one run.
 const MAX_CYCLES: usize = 100;
-/// The longest command line taken (QEMU puts the kernel's path first).
-const CMDLINE: usize = 512;
-/// The longest resource name taken.
-const RESOURCE: usize = 64;
 
 /// The sockets' buffers.
 type Buffers = [SocketBuffers<SOCKET_RX, SOCKET_TX>; SERVERS];
@@ -58,90 +54,7 @@ fn SysTick() {
 }
 
 /// The run-time arguments.
-struct Args {
-    ports: [u16; SERVERS],
-    resource: heapless::String<RESOURCE>,
-    hold: Duration,
-    ttl: Duration,
-    seed: [u8; 32],
-    cycles: usize,
-}
-
-/// Reads and parses the command line.
-#[inline(never)]
-fn args() -> Result<Args, &'static str> {
-    let mut line = [0u8; CMDLINE];
-    let line = cmdline::read(&mut line)
-        .ok_or("no command line (run with -semihosting-config enable=on)")?;
-    parse(line)
-}
-
-/// Parses `PORT PORT PORT RESOURCE HOLD_MS TTL_MS SEED [CYCLES]`, after the
-/// kernel file name QEMU puts first.
-fn parse(line: &str) -> Result<Args, &'static str> {
-    let mut words = line.split_ascii_whitespace().peekable();
-    // QEMU's SYS_GET_CMDLINE starts with the kernel's file name.
-    if words.peek().is_some_and(|w| w.parse::<u16>().is_err()) {
-        words.next();
-    }
-    let mut ports = [0u16; SERVERS];
-    for port in &mut ports {
-        *port = words
-            .next()
-            .and_then(|w| w.parse().ok())
-            .filter(|&p| p != 0)
-            .ok_or("expected three server ports")?;
-    }
-    let resource = words
-        .next()
-        .ok_or("expected a resource name")?
-        .try_into()
-        .map_err(|_| "the resource name is too long")?;
-    let ms = |w: Option<&str>, what| {
-        w.and_then(|w| w.parse::<u64>().ok())
-            .map(Duration::from_millis)
-            .ok_or(what)
-    };
-    let hold = ms(words.next(), "expected the hold time in ms")?;
-    let ttl = ms(words.next(), "expected the ttl in ms")?;
-    let seed = words
-        .next()
-        .and_then(seed_of)
-        .ok_or("expected an RNG seed of 64 hex digits (no seed, no tokens)")?;
-    let cycles = match words.next() {
-        None => 0,
-        Some(w) => w
-            .parse::<usize>()
-            .ok()
-            .filter(|&n| n <= MAX_CYCLES)
-            .ok_or("cycles: a number up to 100")?,
-    };
-    if words.next().is_some() {
-        return Err("too many arguments");
-    }
-    Ok(Args {
-        ports,
-        resource,
-        hold,
-        ttl,
-        seed,
-        cycles,
-    })
-}
-
-/// 32 bytes from 64 hex digits.
-fn seed_of(hex: &str) -> Option<[u8; 32]> {
-    let hex = hex.as_bytes();
-    if hex.len() != 64 {
-        return None;
-    }
-    let digit = |c: u8| char::from(c).to_digit(16).map(|d| d as u8);
-    let mut seed = [0u8; 32];
-    for (byte, pair) in seed.iter_mut().zip(hex.chunks_exact(2)) {
-        *byte = digit(pair[0])? << 4 | digit(pair[1])?;
-    }
-    Some(seed)
-}
+type Args = cmdline::Args<SERVERS>;
 
 /// Prints `error <step>: <error>` and exits 1.
 fn fail(step: &str, error: impl core::fmt::Display) -> ! {
@@ -152,7 +65,7 @@ fn fail(step: &str, error: impl core::fmt::Display) -> ! {
 #[entry]
 fn main() -> ! {
     stack::paint();
-    let args = match args() {
+    let args = match cmdline::args(MAX_CYCLES) {
         Ok(args) => args,
         Err(why) => fail("args", why),
     };
@@ -262,11 +175,11 @@ fn run(client: &mut Redlock<'_>, args: &Args) -> bool {
         return false;
     }
     // 3. Hold, keeping the network going.
-    println!("holding {}", args.hold.as_millis());
-    let until = client.now().saturating_add(args.hold);
+    println!("holding {}", args.hold_ms);
+    let until = client.now().saturating_add(args.hold());
     client.net_mut().idle_until(until);
     // 4. Extend.
-    if !extend(client, &mut lock, args.ttl) {
+    if !extend(client, &mut lock, args.ttl()) {
         return false;
     }
     // 5. Release.
@@ -283,7 +196,7 @@ fn run(client: &mut Redlock<'_>, args: &Args) -> bool {
 /// 1. Acquire, and print the token and validity.
 #[inline(never)]
 fn acquire<'r>(client: &mut Redlock<'_>, args: &'r Args) -> Option<Lock<'r>> {
-    match client.lock(args.resource.as_bytes(), args.ttl) {
+    match client.lock(args.resource.as_bytes(), args.ttl()) {
         Ok(lock) => {
             println!(
                 "acquired {} {} {}",
@@ -348,7 +261,7 @@ fn release(client: &mut Redlock<'_>, lock: &Lock<'_>) -> bool {
 /// 6. Lock+unlock cycles on `<resource>:bench`, each call timed.
 #[inline(never)]
 fn latency(client: &mut Redlock<'_>, args: &Args) -> bool {
-    let mut name = heapless::String::<{ RESOURCE + 6 }>::new();
+    let mut name = heapless::String::<{ cmdline::RESOURCE + 6 }>::new();
     if name.push_str(&args.resource).is_err() || name.push_str(":bench").is_err() {
         return report("latency", "resource name too long");
     }
@@ -360,7 +273,7 @@ fn latency(client: &mut Redlock<'_>, args: &Args) -> bool {
     let n = args.cycles.min(MAX_CYCLES);
     for k in 0..n {
         let t0 = client.now();
-        let lock = match client.lock(resource, args.ttl) {
+        let lock = match client.lock(resource, args.ttl()) {
             Ok(lock) => lock,
             Err(e) => return report("latency", e),
         };

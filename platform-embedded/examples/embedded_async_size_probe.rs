@@ -23,43 +23,11 @@ use core::pin::pin;
 use core::task::{Context, Poll, Waker};
 
 use embedded_io_async::{ErrorKind, ErrorType, Read, Write};
-use redlock_embedded::{
-    AsyncClient, Buffers, Clock, Config, Connector, Credentials, Duration, Instant, Links,
-};
+use redlock_embedded::{AsyncClient, Buffers, Config, Connector, Credentials, Duration, Links};
 
-/// A stand-in RNG: the probe measures size, not randomness.
-struct ProbeRng(u64);
+mod probe;
 
-impl rand_core::TryRng for ProbeRng {
-    type Error = core::convert::Infallible;
-    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
-        Ok(self.try_next_u64()? as u32)
-    }
-    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
-        self.0 = black_box(
-            self.0
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1),
-        );
-        Ok(self.0)
-    }
-    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
-        for b in dst {
-            *b = self.try_next_u64()? as u8;
-        }
-        Ok(())
-    }
-}
-impl rand_core::TryCryptoRng for ProbeRng {}
-
-/// A clock that a linker cannot fold away.
-struct ProbeClock;
-
-impl Clock for ProbeClock {
-    fn now(&self) -> Instant {
-        Instant::from_micros(black_box(1_000))
-    }
-}
+use probe::{ProbeClock, ProbeRng};
 
 /// Streams whose bytes come from wherever `black_box` says.
 struct ProbeStream;
@@ -156,10 +124,5 @@ pub extern "C" fn _start() -> ! {
         }
     };
     block_on(embassy_futures::select::select(connector.run(), calls));
-    loop {}
-}
-
-#[panic_handler]
-fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
     loop {}
 }

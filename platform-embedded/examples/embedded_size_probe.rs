@@ -17,43 +17,11 @@
 use core::hint::black_box;
 
 use embedded_io::{ErrorKind, ErrorType, Read, ReadReady, Write};
-use redlock_embedded::{
-    Buffers, Client, Clock, Config, Credentials, Duration, Instant, Link, Network,
-};
+use redlock_embedded::{Buffers, Client, Config, Credentials, Duration, Instant, Link, Network};
 
-/// A stand-in RNG: the probe measures size, not randomness.
-struct ProbeRng(u64);
+mod probe;
 
-impl rand_core::TryRng for ProbeRng {
-    type Error = core::convert::Infallible;
-    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
-        Ok(self.try_next_u64()? as u32)
-    }
-    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
-        self.0 = black_box(
-            self.0
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1),
-        );
-        Ok(self.0)
-    }
-    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
-        for b in dst {
-            *b = self.try_next_u64()? as u8;
-        }
-        Ok(())
-    }
-}
-impl rand_core::TryCryptoRng for ProbeRng {}
-
-/// A clock that a linker cannot fold away.
-struct ProbeClock;
-
-impl Clock for ProbeClock {
-    fn now(&self) -> Instant {
-        Instant::from_micros(black_box(1_000))
-    }
-}
+use probe::{ProbeClock, ProbeRng};
 
 /// Sockets whose bytes come from wherever `black_box` says.
 struct ProbeNet;
@@ -133,10 +101,5 @@ pub extern "C" fn _start() -> ! {
         black_box(client.extend(&mut lock, ttl).is_ok());
         black_box(client.unlock(&lock).is_ok());
     }
-    loop {}
-}
-
-#[panic_handler]
-fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
     loop {}
 }

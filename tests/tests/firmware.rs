@@ -145,6 +145,22 @@ fn held_by_the_firmware(s: &[RedisServer], resource: &str, lines: &[String]) {
     assert!(holding >= 2, "only {holding}/3 servers hold {token}");
 }
 
+/// The `acquired`, `proved` and `extended` lines of a 10 s lock on
+/// `resource` held by all three servers.
+fn lock_lines_check_out(lines: &[String], resource: &str) {
+    let acquired = fields(lines, "acquired");
+    assert_eq!(acquired.len(), 4, "{acquired:?}");
+    assert_eq!(acquired[1], resource);
+    let token = acquired[2];
+    assert_eq!(token.len(), 40, "{token}");
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token}");
+    let validity = number(acquired[3]);
+    assert!((9_000..=10_000).contains(&validity), "validity {validity}");
+    assert_eq!(fields(lines, "proved"), ["proved", "3/3"]);
+    let extended = number(fields(lines, "extended")[1]);
+    assert!((9_000..=10_000).contains(&extended), "extended {extended}");
+}
+
 #[test]
 fn gateway_acquires_proves_holds_extends_and_releases_a_lock() {
     let s = servers();
@@ -176,19 +192,8 @@ fn gateway_acquires_proves_holds_extends_and_releases_a_lock() {
         "{lines:#?}"
     );
     assert!(!lines.iter().any(|l| l.starts_with("error")), "{lines:#?}");
-    let acquired = fields(&lines, "acquired");
-    assert_eq!(acquired.len(), 4, "{acquired:?}");
-    assert_eq!(acquired[1], resource);
-    let token = acquired[2];
-    assert_eq!(token.len(), 40, "{token}");
-    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token}");
-    let validity = number(acquired[3]);
-    assert!((9_000..=10_000).contains(&validity), "validity {validity}");
-    let proved = fields(&lines, "proved");
-    assert_eq!(proved, ["proved", "3/3"]);
+    lock_lines_check_out(&lines, resource);
     assert_eq!(fields(&lines, "holding"), ["holding", "3000"]);
-    let extended = number(fields(&lines, "extended")[1]);
-    assert!((9_000..=10_000).contains(&extended), "extended {extended}");
     let stack = number(fields(&lines, "stack")[1]);
     assert!(stack > 0 && stack < 64 * 1024, "stack {stack}");
 
@@ -376,17 +381,7 @@ fn embassy_firmware_locks_holds_extends_releases_and_its_ticker_runs_while_a_loc
         "{lines:#?}"
     );
     assert_eq!(fields(&lines, "connected"), ["connected", "3/3"]);
-    let acquired = fields(&lines, "acquired");
-    assert_eq!(acquired.len(), 4, "{acquired:?}");
-    assert_eq!(acquired[1], resource);
-    let token = acquired[2];
-    assert_eq!(token.len(), 40, "{token}");
-    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token}");
-    let validity = number(acquired[3]);
-    assert!((9_000..=10_000).contains(&validity), "validity {validity}");
-    assert_eq!(fields(&lines, "proved"), ["proved", "3/3"]);
-    let extended = number(fields(&lines, "extended")[1]);
-    assert!((9_000..=10_000).contains(&extended), "extended {extended}");
+    lock_lines_check_out(&lines, resource);
     // Released everywhere, the waiting step's lock too.
     for server in &servers {
         assert_eq!(holder(server, resource), Value::Nil);

@@ -91,7 +91,8 @@ pub extern "C" fn _start() -> ! {
     static STACK: ProbeStack = ProbeStack;
     // Not `Sync` (its `Cell`s are the two tasks' on one thread): here on
     // the stack; an embassy firmware keeps it in a `StaticCell`.
-    let links: Links<ProbeStream, 5> = Links::new();
+    let mut links: Links<ProbeStream, 5> = Links::new();
+    let (client_links, connector_links) = links.split();
     let creds = [Credentials::NONE; 5];
     // In a static, as the README recommends: all zero, so it lands in
     // `.bss` and needs no code to set up.
@@ -104,9 +105,9 @@ pub extern "C" fn _start() -> ! {
             6379 + i as u16,
         ))
     });
-    let connector = Connector::new(&STACK, black_box(addrs), &links);
+    let mut connector = Connector::new(&STACK, black_box(addrs), connector_links);
     let Ok(mut client) = AsyncClient::new(
-        &links,
+        client_links,
         ProbeClock,
         ProbeDelay,
         ProbeRng(7),

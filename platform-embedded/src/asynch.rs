@@ -19,7 +19,10 @@
 //! runs in its `Runner`. It connects a server whenever that server's
 //! session asks, between calls as well as during them, so that a connect
 //! slower than a call still lands, as a blocking stack's does. The client
-//! and the connector share the [`Links`], which the caller keeps.
+//! and the connector share the [`Links`], which the caller keeps and
+//! [`split`](Links::split)s into one half for each: one client and one
+//! connector per `Links`, which the borrow checker holds to (two clients
+//! on one set of streams would take each other's replies).
 //!
 //! The streams' `read` and `write` must therefore be **cancel-safe**: a
 //! future dropped before it completed must have moved no bytes. Those of
@@ -119,8 +122,9 @@ fn wake(cell: &Cell<Option<Waker>>) {
 
 /// The connections of an [`AsyncClient`], shared with its [`Connector`]:
 /// one stream of type `S` per server, and the two tasks' wakers. The
-/// caller keeps it (in a static, say: [`Links::new`] is `const`) and lends
-/// it to both.
+/// caller keeps it (in a `StaticCell`, say: it is not `Sync`, and
+/// [`Links::new`] is `const`) and [`split`](Links::split)s it between the
+/// two.
 pub struct Links<S, const SERVERS: usize> {
     slots: [Slot<S>; SERVERS],
     /// The task of the running call: woken when a connect lands or fails.
@@ -138,6 +142,34 @@ impl<S, const SERVERS: usize> Links<S, SERVERS> {
             client: Cell::new(None),
             connector: Cell::new(None),
         }
+    }
+}
+
+impl<S, const SERVERS: usize> Links<S, SERVERS> {
+    /// The client's half and the connector's half. Taking `&mut self`, it
+    /// makes one pair at a time: two clients over one set of streams would
+    /// take each other's replies.
+    pub fn split(&mut self) -> (ClientLinks<'_, S, SERVERS>, ConnectorLinks<'_, S, SERVERS>) {
+        let links: &Self = self;
+        (ClientLinks(links), ConnectorLinks(links))
+    }
+}
+
+/// The [`AsyncClient`]'s half of a [`Links`] ([`Links::split`]).
+pub struct ClientLinks<'a, S, const SERVERS: usize>(&'a Links<S, SERVERS>);
+
+/// The [`Connector`]'s half of a [`Links`] ([`Links::split`]).
+pub struct ConnectorLinks<'a, S, const SERVERS: usize>(&'a Links<S, SERVERS>);
+
+impl<S, const SERVERS: usize> core::fmt::Debug for ClientLinks<'_, S, SERVERS> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<S, const SERVERS: usize> core::fmt::Debug for ConnectorLinks<'_, S, SERVERS> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.0.fmt(f)
     }
 }
 
@@ -234,25 +266,27 @@ impl<'a, T: TcpConnect + 'a, const SERVERS: usize> core::fmt::Debug for Connecto
 }
 
 impl<'a, T: TcpConnect + 'a, const SERVERS: usize> Connector<'a, T, SERVERS> {
-    /// The connector of the client over `links`: server `i` is `addrs[i]`,
-    /// reached through `stack`.
+    /// The connector of the client over the other half of `links`: server
+    /// `i` is `addrs[i]`, reached through `stack`.
     pub fn new(
         stack: &'a T,
         addrs: [SocketAddr; SERVERS],
-        links: &'a Links<T::Connection<'a>, SERVERS>,
+        links: ConnectorLinks<'a, T::Connection<'a>, SERVERS>,
     ) -> Self {
         Connector {
             stack,
             addrs,
-            links,
+            links: links.0,
         }
     }
 
     /// Connects each server whenever its session asks, until the future is
     /// dropped (it never ends by itself). One connect per server at a time,
     /// all servers at once; a connect the session gave up (its timeout
-    /// passed, or the client closed the server) is dropped.
-    pub async fn run(&self) -> Infallible {
+    /// passed, or the client closed the server) is dropped. A run dropped
+    /// during connects (its task aborted, say) may be started again: it
+    /// takes them up anew.
+    pub async fn run(&mut self) -> Infallible {
         let stack = self.stack;
         let links = self.links;
         let addrs = &self.addrs;
@@ -274,6 +308,10 @@ async fn connects<'a, T: TcpConnect, const SERVERS: usize>(
     links: &Links<T::Connection<'a>, SERVERS>,
     slot: &Slot<T::Connection<'a>>,
 ) {
+    // A connect that a dropped run left: started again.
+    if slot.phase.get() == Phase::Connecting {
+        slot.phase.set(Phase::Wanted);
+    }
     loop {
         poll_fn(|cx| match slot.phase.get() {
             Phase::Wanted => {
@@ -406,8 +444,10 @@ where
     G: TryCryptoRng,
     D: DelayNs,
 {
-    /// A client whose connections are `links` (opened by a [`Connector`]
-    /// over the same links), logging in to each server with its `creds`,
+    /// A client whose connections are its half of `links` (opened by a
+    /// [`Connector`] over the other half, which must run beside it: without
+    /// it every server fails to connect in time), logging in to each server
+    /// with its `creds`,
     /// keeping its per-server state in `buffers` (which it clears). Nothing
     /// is connected until the first operation (or
     /// [`connect`](AsyncClient::connect)).
@@ -415,7 +455,7 @@ where
     /// `Err(BufferTooSmall)` when `OUT` cannot hold a handshake command or
     /// the largest request, as for [`Client::new`](crate::Client::new).
     pub fn new(
-        links: &'a Links<S, SERVERS>,
+        links: ClientLinks<'a, S, SERVERS>,
         clock: C,
         delay: D,
         rng: G,
@@ -426,7 +466,7 @@ where
         Ok(AsyncClient {
             engine: Engine::new(clock, rng, config, creds, buffers)?,
             delay,
-            links,
+            links: links.0,
         })
     }
 

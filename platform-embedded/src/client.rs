@@ -48,7 +48,9 @@ impl<N, C, G, const SERVERS: usize, const IN: usize, const OUT: usize> core::fmt
     for Client<'_, N, C, G, SERVERS, IN, OUT>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        self.engine.fmt(f)
+        f.debug_struct("Client")
+            .field("engine", &self.engine)
+            .finish_non_exhaustive()
     }
 }
 

@@ -143,7 +143,7 @@ impl<C, G, const SERVERS: usize, const IN: usize, const OUT: usize> core::fmt::D
     for Engine<'_, C, G, SERVERS, IN, OUT>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Client")
+        f.debug_struct("Engine")
             .field("servers", &SERVERS)
             .field("config", &self.config)
             .field("options", &self.options)

@@ -16,7 +16,7 @@ mod io;
 mod net;
 
 #[cfg(feature = "async")]
-pub use asynch::{AsyncClient, Connector, Links};
+pub use asynch::{AsyncClient, ClientLinks, Connector, ConnectorLinks, Links};
 pub use client::Client;
 pub use conn::Buffers;
 pub use engine::{Lock, Options};

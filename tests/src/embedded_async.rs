@@ -125,10 +125,19 @@ impl<const N: usize> BlockOn<N> {
             .expect("a tokio runtime");
         let stack: &'static TokioStack = Box::leak(Box::default());
         let buffers: &'static mut Buffers<N> = Box::leak(Box::default());
-        let links: &'static Links<TokioStream, N> = Box::leak(Box::new(Links::new()));
-        let client = AsyncClient::new(links, StdClock, TokioDelay, OsRng, config, creds, buffers)?;
+        let links: &'static mut Links<TokioStream, N> = Box::leak(Box::new(Links::new()));
+        let (client_links, connector_links) = links.split();
+        let client = AsyncClient::new(
+            client_links,
+            StdClock,
+            TokioDelay,
+            OsRng,
+            config,
+            creds,
+            buffers,
+        )?;
         let local = LocalSet::new();
-        let connector = Connector::new(stack, addrs, links);
+        let mut connector = Connector::new(stack, addrs, connector_links);
         local.spawn_local(async move { connector.run().await });
         Ok(BlockOn {
             rt,

@@ -224,12 +224,13 @@ mod only_async {
             delay: StdDuration::from_millis(50),
             connects: 0.into(),
         }));
-        let links: &'static Links<TokioStream, 3> = Box::leak(Box::new(Links::new()));
+        let links: &'static mut Links<TokioStream, 3> = Box::leak(Box::new(Links::new()));
+        let (client_links, connector_links) = links.split();
         let buffers: &'static mut Buffers<3> = Box::leak(Box::default());
         let mut config = Config::DEFAULT;
         config.request_timeout = Some(Duration::from_millis(100));
         let mut c = AsyncClient::new(
-            links,
+            client_links,
             StdClock,
             TokioDelay,
             OsRng,
@@ -243,7 +244,7 @@ mod only_async {
             .build()
             .unwrap();
         let local = tokio::task::LocalSet::new();
-        let connector = Connector::new(stack, addrs, links);
+        let mut connector = Connector::new(stack, addrs, connector_links);
         local.spawn_local(async move { connector.run().await });
         let within = |fut| {
             local
@@ -337,9 +338,9 @@ mod only_async {
         use redlock_tests::embedded::{OsRng, StdClock};
         use redlock_tests::embedded_async::{TokioDelay, TokioStream};
 
-        let links: &'static Links<TokioStream, 1> = Box::leak(Box::new(Links::new()));
+        let links: &'static mut Links<TokioStream, 1> = Box::leak(Box::new(Links::new()));
         let built = AsyncClient::new(
-            links,
+            links.split().0,
             StdClock,
             TokioDelay,
             OsRng,
@@ -351,9 +352,9 @@ mod only_async {
             matches!(built, Err(Error::BufferTooSmall { .. })),
             "{built:?}"
         );
-        let none: &'static Links<TokioStream, 0> = Box::leak(Box::new(Links::new()));
+        let none: &'static mut Links<TokioStream, 0> = Box::leak(Box::new(Links::new()));
         let built = AsyncClient::new(
-            none,
+            none.split().0,
             StdClock,
             TokioDelay,
             OsRng,
@@ -362,5 +363,121 @@ mod only_async {
             Box::leak(Box::new(Buffers::<0>::new())),
         );
         assert!(matches!(built, Err(Error::ServerCount(0))), "{built:?}");
+    }
+
+    /// From review 25b: a connector whose run was dropped during connects
+    /// (its task aborted, a `select` around it ended) takes them up again
+    /// when it runs again, rather than leaving them until the connect
+    /// timeout.
+    #[test]
+    fn a_connector_run_again_takes_up_the_connects_the_last_run_dropped() {
+        use redlock_embedded::{AsyncClient, Buffers, Config, Connector, Links, Options};
+        use redlock_tests::embedded::{OsRng, StdClock};
+        use redlock_tests::embedded_async::{TokioDelay, TokioStream};
+
+        let servers = start(3);
+        let addrs: [core::net::SocketAddr; 3] = core::array::from_fn(|i| servers[i].addr());
+        // Every connect takes 200 ms.
+        let stack: &'static SlowStack = Box::leak(Box::new(SlowStack {
+            slow: addrs[0],
+            refuse: false.into(),
+            delay: StdDuration::from_millis(200),
+            connects: 0.into(),
+        }));
+        let links: &'static mut Links<TokioStream, 3> = Box::leak(Box::new(Links::new()));
+        let (client_links, connector_links) = links.split();
+        let mut c = AsyncClient::new(
+            client_links,
+            StdClock,
+            TokioDelay,
+            OsRng,
+            Config::DEFAULT,
+            [Credentials::NONE; 3],
+            Box::leak(Box::new(Buffers::<3>::new())),
+        )
+        .unwrap();
+        c.set_options(Options {
+            connect_timeout: Duration::from_secs(2),
+            ..Options::DEFAULT
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut connector = Connector::new(stack, addrs, connector_links);
+        // The connector and a connect call, both dropped after 50 ms: the
+        // connect to server 0 is under way.
+        let early = rt.block_on(async {
+            tokio::time::timeout(StdDuration::from_millis(50), async {
+                tokio::select! {
+                    never = connector.run() => match never {},
+                    ready = c.connect() => ready,
+                }
+            })
+            .await
+        });
+        assert!(early.is_err(), "server 0's connect takes 200 ms");
+        // The connector runs again.
+        let started = std::time::Instant::now();
+        let ready = rt.block_on(async {
+            tokio::time::timeout(StdDuration::from_secs(10), async {
+                tokio::select! {
+                    never = connector.run() => match never {},
+                    ready = c.connect() => ready,
+                }
+            })
+            .await
+            .expect("a connect call ran past its limit")
+        });
+        assert_eq!(ready, 3, "after {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < StdDuration::from_secs(1),
+            "the connects took {:?}: the dropped one was left to its timeout",
+            started.elapsed()
+        );
+    }
+
+    /// From review 25b: a client whose connector never runs fails within
+    /// about one connect timeout, every server unavailable (the docs say
+    /// the connector must run).
+    #[test]
+    fn a_client_without_its_connector_fails_in_a_connect_timeout() {
+        use redlock_embedded::{AsyncClient, Buffers, Config, Links, Options};
+        use redlock_tests::embedded::{OsRng, StdClock};
+        use redlock_tests::embedded_async::{TokioDelay, TokioStream};
+
+        let links: &'static mut Links<TokioStream, 3> = Box::leak(Box::new(Links::new()));
+        let mut c = AsyncClient::new(
+            links.split().0,
+            StdClock,
+            TokioDelay,
+            OsRng,
+            Config::DEFAULT,
+            [Credentials::NONE; 3],
+            Box::leak(Box::new(Buffers::<3>::new())),
+        )
+        .unwrap();
+        c.set_options(Options {
+            connect_timeout: Duration::from_millis(300),
+            ..Options::DEFAULT
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let got = rt.block_on(async {
+            tokio::time::timeout(
+                StdDuration::from_secs(10),
+                c.try_lock(b"no-connector", Duration::from_secs(5)),
+            )
+            .await
+            .expect("a call without a connector ran past its limit")
+        });
+        assert!(
+            matches!(got, Err(Error::Unavailable(_))),
+            "no server was ever connected: {got:?}"
+        );
+        assert!(started.elapsed() < StdDuration::from_secs(2));
     }
 }

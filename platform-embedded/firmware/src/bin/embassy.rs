@@ -293,14 +293,16 @@ fn redlock(
     let buffers = BUFFERS
         .try_init(ClientBuffers::new())
         .ok_or(BootError::Taken)?;
-    let links: &'static Links<Stream, SERVERS> =
-        LINKS.try_init(Links::new()).ok_or(BootError::Taken)?;
+    let (client_links, connector_links) = LINKS
+        .try_init(Links::new())
+        .ok_or(BootError::Taken)?
+        .split();
     let addrs = args
         .ports
         .map(|port| SocketAddr::V4(SocketAddrV4::new(Addressing::SLIRP.router, port)));
     let rng = ChaCha20Rng::from_seed(args.seed);
     let client = AsyncClient::new(
-        links,
+        client_links,
         clock,
         Delay,
         rng,
@@ -309,11 +311,11 @@ fn redlock(
         buffers,
     )
     .map_err(BootError::Client)?;
-    Ok((client, Connector::new(tcp, addrs, links)))
+    Ok((client, Connector::new(tcp, addrs, connector_links)))
 }
 
 /// Opens the Redlock client's connections, for as long as it runs.
 #[embassy_executor::task]
-async fn connect(connector: Connector<'static, Tcp, SERVERS>) -> ! {
+async fn connect(mut connector: Connector<'static, Tcp, SERVERS>) -> ! {
     match connector.run().await {}
 }

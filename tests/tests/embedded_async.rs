@@ -57,6 +57,37 @@ mod only_async {
         )
     }
 
+    /// An async client with `config` over links and buffers of its own
+    /// (kept for the process), and the half of its links for a connector.
+    fn bare(
+        config: redlock_embedded::Config,
+    ) -> (
+        redlock_tests::embedded_async::AsyncEmbedded<3>,
+        redlock_embedded::ConnectorLinks<'static, redlock_tests::embedded_async::TokioStream, 3>,
+    ) {
+        let links: &'static mut redlock_embedded::Links<_, 3> =
+            Box::leak(Box::new(redlock_embedded::Links::new()));
+        let (client_links, connector_links) = links.split();
+        let c = redlock_embedded::AsyncClient::new(
+            client_links,
+            redlock_tests::embedded::StdClock,
+            redlock_tests::embedded_async::TokioDelay,
+            redlock_tests::embedded::OsRng,
+            config,
+            [Credentials::NONE; 3],
+            Box::leak(Box::default()),
+        )
+        .unwrap();
+        (c, connector_links)
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
     /// On one thread, a lock call that waits on a held resource (retrying
     /// with its backoff) lets another task run: the ticker counts its
     /// turns while the call waits, and the call still gets the lock once
@@ -212,9 +243,7 @@ mod only_async {
     #[test]
     fn a_reconnect_slower_than_a_call_lands_between_calls() {
         use core::sync::atomic::Ordering;
-        use redlock_embedded::{AsyncClient, Buffers, Config, Connector, Links};
-        use redlock_tests::embedded::{OsRng, StdClock};
-        use redlock_tests::embedded_async::{TokioDelay, TokioStream};
+        use redlock_embedded::{Config, Connector};
 
         let servers = start(3);
         let addrs: [core::net::SocketAddr; 3] = core::array::from_fn(|i| servers[i].addr());
@@ -224,25 +253,10 @@ mod only_async {
             delay: StdDuration::from_millis(50),
             connects: 0.into(),
         }));
-        let links: &'static mut Links<TokioStream, 3> = Box::leak(Box::new(Links::new()));
-        let (client_links, connector_links) = links.split();
-        let buffers: &'static mut Buffers<3> = Box::leak(Box::default());
         let mut config = Config::DEFAULT;
         config.request_timeout = Some(Duration::from_millis(100));
-        let mut c = AsyncClient::new(
-            client_links,
-            StdClock,
-            TokioDelay,
-            OsRng,
-            config,
-            [Credentials::NONE; 3],
-            buffers,
-        )
-        .unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let (mut c, connector_links) = bare(config);
+        let rt = runtime();
         let local = tokio::task::LocalSet::new();
         let mut connector = Connector::new(stack, addrs, connector_links);
         local.spawn_local(async move { connector.run().await });
@@ -371,9 +385,7 @@ mod only_async {
     /// timeout.
     #[test]
     fn a_connector_run_again_takes_up_the_connects_the_last_run_dropped() {
-        use redlock_embedded::{AsyncClient, Buffers, Config, Connector, Links, Options};
-        use redlock_tests::embedded::{OsRng, StdClock};
-        use redlock_tests::embedded_async::{TokioDelay, TokioStream};
+        use redlock_embedded::{Config, Connector, Options};
 
         let servers = start(3);
         let addrs: [core::net::SocketAddr; 3] = core::array::from_fn(|i| servers[i].addr());
@@ -384,26 +396,12 @@ mod only_async {
             delay: StdDuration::from_millis(200),
             connects: 0.into(),
         }));
-        let links: &'static mut Links<TokioStream, 3> = Box::leak(Box::new(Links::new()));
-        let (client_links, connector_links) = links.split();
-        let mut c = AsyncClient::new(
-            client_links,
-            StdClock,
-            TokioDelay,
-            OsRng,
-            Config::DEFAULT,
-            [Credentials::NONE; 3],
-            Box::leak(Box::new(Buffers::<3>::new())),
-        )
-        .unwrap();
+        let (mut c, connector_links) = bare(Config::DEFAULT);
         c.set_options(Options {
             connect_timeout: Duration::from_secs(2),
             ..Options::DEFAULT
         });
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let mut connector = Connector::new(stack, addrs, connector_links);
         // The connector and a connect call, both dropped after 50 ms: the
         // connect to server 0 is under way.
@@ -442,29 +440,14 @@ mod only_async {
     /// the connector must run).
     #[test]
     fn a_client_without_its_connector_fails_in_a_connect_timeout() {
-        use redlock_embedded::{AsyncClient, Buffers, Config, Links, Options};
-        use redlock_tests::embedded::{OsRng, StdClock};
-        use redlock_tests::embedded_async::{TokioDelay, TokioStream};
+        use redlock_embedded::{Config, Options};
 
-        let links: &'static mut Links<TokioStream, 3> = Box::leak(Box::new(Links::new()));
-        let mut c = AsyncClient::new(
-            links.split().0,
-            StdClock,
-            TokioDelay,
-            OsRng,
-            Config::DEFAULT,
-            [Credentials::NONE; 3],
-            Box::leak(Box::new(Buffers::<3>::new())),
-        )
-        .unwrap();
+        let (mut c, _) = bare(Config::DEFAULT);
         c.set_options(Options {
             connect_timeout: Duration::from_millis(300),
             ..Options::DEFAULT
         });
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let started = std::time::Instant::now();
         let got = rt.block_on(async {
             tokio::time::timeout(

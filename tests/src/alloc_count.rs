@@ -16,6 +16,7 @@ use core::alloc::{GlobalAlloc, Layout};
 use core::cell::Cell;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::alloc::System;
+use std::backtrace::Backtrace;
 use std::sync::Mutex;
 
 /// A global allocator that forwards to [`System`] and counts allocations
@@ -26,7 +27,12 @@ pub struct Counting<const TRACED: usize = 0>;
 
 static COUNTING: AtomicBool = AtomicBool::new(false);
 static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-static TRACES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// The first allocations' backtraces, captured but not resolved: resolving
+/// symbols reads the binary's debug information, which the first time takes
+/// over 100 ms, and that must not happen inside an allocation (the thread
+/// that allocates may be a runtime's, with requests in flight whose timeout
+/// runs meanwhile). They are resolved in [`take_traces`].
+static TRACES: Mutex<Vec<(usize, Option<String>, Backtrace)>> = Mutex::new(Vec::new());
 
 thread_local! {
     /// This thread is recording a backtrace: its own allocations are not
@@ -58,11 +64,20 @@ pub fn reset() {
 /// The backtraces recorded so far (with `Counting<N>`, N > 0), which are
 /// then forgotten.
 pub fn take_traces() -> Vec<String> {
-    core::mem::take(
+    let traces = core::mem::take(
         &mut *TRACES
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner),
-    )
+    );
+    traces
+        .into_iter()
+        .map(|(n, thread, trace)| {
+            format!(
+                "allocation {n} on thread {:?}:\n{trace}",
+                thread.as_deref().unwrap_or("?")
+            )
+        })
+        .collect()
 }
 
 /// Counts an allocation if counting is on, and with `TRACED` > 0 records
@@ -81,16 +96,12 @@ fn note<const TRACED: usize>() {
     let n = ALLOCS.fetch_add(1, Ordering::Relaxed);
     if n < TRACED {
         TRACING.with(|t| t.set(true));
-        let thread = std::thread::current();
-        let trace = format!(
-            "allocation {n} on thread {:?}:\n{}",
-            thread.name().unwrap_or("?"),
-            std::backtrace::Backtrace::force_capture()
-        );
+        let thread = std::thread::current().name().map(String::from);
+        let trace = Backtrace::force_capture();
         TRACES
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(trace);
+            .push((n, thread, trace));
         TRACING.with(|t| t.set(false));
     }
 }

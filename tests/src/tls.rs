@@ -273,6 +273,6 @@ impl RedisServer {
         let mut args = options.args(pki);
         args.extend(extra.iter().map(|s| (*s).to_string()));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        RedisServer::start_mode(&args, true)
+        RedisServer::start_mode(crate::ServerKind::Redis, &args, true)
     }
 }

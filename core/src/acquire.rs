@@ -135,7 +135,7 @@ impl<R: AsRef<[u8]>> Acquire<R> {
             resource,
             token,
             ttl,
-            engine: Engine::new(servers.len(), config.request_timeout_for(ttl)),
+            engine: Engine::for_servers(servers, config.request_timeout_for(ttl)),
             phase: Phase::Voting,
             attempts: 0,
             attempt_start: now,
@@ -292,6 +292,9 @@ impl<R: AsRef<[u8]>> Acquire<R> {
                     // servers, conditional on the key still holding our token.
                     let fence = u64::try_from(t.max_value).unwrap_or(0).saturating_add(1);
                     self.phase = Phase::Fencing(U64(fence));
+                    // The native fence write counts only on the process
+                    // that voted (SPEC F1).
+                    self.servers.mark_incarnations();
                     self.engine.start_round(Request::FenceWrite(U64(fence)));
                     return;
                 }
@@ -396,6 +399,7 @@ impl<R: AsRef<[u8]>> Acquire<R> {
             (Request::Set(_), r) if r.is_ok() => vote(0),
             (Request::Set(_), Reply::Nil) => (ServerOutcome::Held, 0),
             (Request::FencedSet(_), Reply::Aggregate(a)) if FENCING => {
+                let native = self.engine.is_native(server);
                 let mut items = a.iter();
                 let (flag, counter) = (items.next(), items.next());
                 let counter = match counter {
@@ -403,10 +407,34 @@ impl<R: AsRef<[u8]>> Acquire<R> {
                     Some(Reply::Bulk(c)) => parse_counter(c),
                     _ => None,
                 };
-                match (a.len(), flag, counter) {
-                    (2, Some(Reply::Integer(1)), Some(c)) => vote(c),
-                    (2, Some(Reply::Integer(0)), Some(c)) => (ServerOutcome::Held, c),
+                // The script answers 1 or 0; `EXEC` the `SET NX`'s `+OK` or
+                // nil.
+                let set = match (native, flag) {
+                    (false, Some(Reply::Integer(1))) => Some(true),
+                    (false, Some(Reply::Integer(0))) | (true, Some(Reply::Nil)) => Some(false),
+                    (true, Some(r)) if r.is_ok() => Some(true),
+                    _ => None,
+                };
+                match (a.len(), set, counter) {
+                    (2, Some(true), Some(c)) => vote(c),
+                    (2, Some(false), Some(c)) => (ServerOutcome::Held, c),
                     _ => (ServerOutcome::UnexpectedReply, 0),
+                }
+            }
+            (Request::FenceWrite(fence), r) if FENCING && self.engine.is_native(server) => {
+                // `INCRBY`: the counter afterwards, at least the fence
+                // unless the server lost it meanwhile; counted only from
+                // the process that voted (SPEC F1).
+                match r {
+                    Reply::Integer(c) if u64::try_from(*c).is_ok_and(|c| c >= fence.0) => {
+                        if self.servers.same_incarnation(server.index()) {
+                            (ServerOutcome::Ok, 0)
+                        } else {
+                            (ServerOutcome::Restarted, 0)
+                        }
+                    }
+                    Reply::Integer(_) => (ServerOutcome::UnexpectedReply, 0),
+                    r => (outcome_of_other(r), 0),
                 }
             }
             (Request::FenceWrite(_) | Request::Release, r) => (outcome_of_flag(r), 0),

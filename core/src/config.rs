@@ -1,5 +1,6 @@
 //! Tunables of the algorithm, with the defaults of the common implementations.
 
+use crate::handshake::Commands;
 use crate::time::{Duration, Instant};
 
 /// A4: the clock-drift allowance subtracted from every validity:
@@ -80,6 +81,11 @@ pub struct Config {
     /// less than this long ago is not counted: the delayed-restart rule of
     /// the specification, enforced by the client.
     pub restart_guard: Option<Duration>,
+    /// Which commands release, extend, fenced acquisitions and inspect
+    /// send: the native ones where a server has them (the default), the
+    /// scripts, or the native ones only (see [`Commands`]). The platform
+    /// puts it in each connection's handshake plan.
+    pub commands: Commands,
     /// Test-only broken variants of the algorithm.
     #[cfg(feature = "mutants")]
     pub mutants: Mutants,
@@ -95,6 +101,7 @@ impl Config {
         max_extensions: None,
         fencing: false,
         restart_guard: None,
+        commands: Commands::Auto,
         #[cfg(feature = "mutants")]
         mutants: Mutants::NONE,
     };

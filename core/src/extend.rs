@@ -71,7 +71,7 @@ impl<R: AsRef<[u8]>> Extend<R> {
         if !lock.is_valid(now) {
             return Err(ArgumentError::Expired);
         }
-        let mut engine = Engine::new(servers.len(), config.request_timeout_for(ttl));
+        let mut engine = Engine::for_servers(servers, config.request_timeout_for(ttl));
         engine.start_round(Request::Extend(U64(ttl.as_millis())));
         Ok(Extend {
             config: *config,

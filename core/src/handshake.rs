@@ -2,8 +2,10 @@
 //!
 //! A platform opens a connection and sends, before any lock command, the
 //! handshake [`steps`]: `AUTH` (with a password), `SELECT` (for a database
-//! other than 0), `SCRIPT LOAD` of every script in [`SCRIPTS`], and
-//! `INFO server` (the restart guard reads the server's uptime from it). Each
+//! other than 0), `INFO server` (the restart guard reads the server's uptime
+//! from it, and the choice of commands its version), then `SCRIPT LOAD` of
+//! every script in [`SCRIPTS`] if the server is to get scripts (see
+//! [`Commands`]: a server with the native commands gets none). Each
 //! reply is given to [`judge`]. The rule is *fail closed*: a connection whose
 //! handshake got any error reply (to `AUTH`, `SELECT`, `SCRIPT LOAD`, or to
 //! `INFO` while the restart guard needs it) is never used for lock commands,
@@ -22,6 +24,78 @@ use redlock_resp::{ErrorKind, Reply, Script, script};
 
 use crate::report::ServerId;
 use crate::{Duration, Instant};
+
+/// Which commands release, extend, fenced acquire and inspect use on a
+/// server.
+///
+/// The scripts (`EVALSHA`) work on every Redis and Valkey with Lua. The
+/// native commands need no Lua and no `@scripting` permission: release is
+/// `DELIFEQ key token`, extend `SET key token IFEQ token PX ttl`, inspect
+/// `MULTI` / `GET` / `PTTL` / `EXEC`, and a fenced acquire `MULTI` / `SET
+/// NX PX` / `GET counter` / `EXEC` then `INCRBY counter` (SPEC F1 says why
+/// that is as safe as the script). A server has them when its `INFO`
+/// reports Valkey 9.0 or later ([`ServerInfo::native`]); `DELEX` (Redis
+/// 8.4, Valkey 9.2) is not used, so Redis servers get scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Commands {
+    /// Per server, learned again at every handshake: the native commands
+    /// where its `INFO` says it has them, else the scripts. A native
+    /// command answered with a plain `ERR` (an unknown command, a syntax
+    /// error: a server replaced by an older one since) is sent again as a
+    /// script.
+    #[default]
+    Auto,
+    /// The scripts everywhere (the behaviour before native commands).
+    Scripts,
+    /// The native commands only: a server without them is refused at the
+    /// handshake ([`SetupError::NoNative`]), and no script is ever sent.
+    Native,
+}
+
+impl Commands {
+    /// `"auto"`, `"scripts"` or `"native"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Commands::Auto => "auto",
+            Commands::Scripts => "scripts",
+            Commands::Native => "native",
+        }
+    }
+
+    /// The mode named `name` (as [`as_str`](Commands::as_str) writes it).
+    pub fn from_name(name: &str) -> Option<Commands> {
+        [Commands::Auto, Commands::Scripts, Commands::Native]
+            .into_iter()
+            .find(|c| c.as_str() == name)
+    }
+
+    /// What a server gets in this mode: `native` is what its handshake
+    /// learned (`None`: no handshake passed yet).
+    pub fn dialect(self, native: Option<bool>) -> Dialect {
+        match (self, native) {
+            (Commands::Scripts, _) | (Commands::Auto, Some(false)) => Dialect::Scripts,
+            (Commands::Native, _) => Dialect::Native,
+            // Not known yet (a request written behind the first
+            // handshake): native, and the script if the server says it
+            // does not know the command.
+            (Commands::Auto, _) => Dialect::NativeOrScripts,
+        }
+    }
+}
+
+/// The commands one server gets from an operation (see [`Commands`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Dialect {
+    /// The scripts.
+    Scripts,
+    /// The native commands.
+    Native,
+    /// The native commands; a release or an extend answered with a plain
+    /// `ERR` is sent again as the script.
+    NativeOrScripts,
+}
 
 /// A step of the connection handshake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +154,17 @@ pub enum SetupError {
     /// peer that does not speak TLS. The platform keeps the details. Fail
     /// closed: the server is not used until a later connection passes.
     Tls,
+    /// The client sends native commands only ([`Commands::Native`]) and the
+    /// server's `INFO` does not report them (Valkey 9.0 or later), or
+    /// could not be read.
+    NoNative,
+    /// The server has no native commands, so it needs the scripts, and
+    /// `SCRIPT LOAD` was refused (`NOPERM`: a user without `@scripting`;
+    /// a server without Lua).
+    ScriptsDenied {
+        /// The server's error, by kind.
+        kind: ErrorKind,
+    },
 }
 
 impl core::fmt::Display for SetupError {
@@ -102,6 +187,14 @@ impl core::fmt::Display for SetupError {
                 write!(f, "the same server as entry {}", first.0)
             }
             SetupError::Tls => f.write_str("TLS failed"),
+            SetupError::NoNative => f.write_str(
+                "no native commands (SET IFEQ, DELIFEQ: Valkey 9.0 or later), and the client uses no scripts",
+            ),
+            SetupError::ScriptsDenied { kind } => write!(
+                f,
+                "no native commands (SET IFEQ, DELIFEQ: Valkey 9.0 or later), and scripts denied: SCRIPT LOAD failed ({})",
+                kind.as_str()
+            ),
         }
     }
 }
@@ -123,6 +216,8 @@ pub const SCRIPTS: &[Script] = if cfg!(feature = "fencing") {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Plan {
+    /// Which commands the server gets, so which scripts it loads.
+    pub commands: Commands,
     /// Send `AUTH` (a password is configured).
     pub auth: bool,
     /// Send `SELECT` (a database other than 0).
@@ -132,31 +227,55 @@ pub struct Plan {
     pub info_required: bool,
 }
 
-/// The steps of `plan`, in the order they are sent: `AUTH`, `SELECT`, one
-/// `SCRIPT LOAD` per script of [`SCRIPTS`], `INFO server`.
+/// The steps of `plan` for a server without the native commands (the
+/// longest handshake), in the order they are sent: `AUTH`, `SELECT`,
+/// `INFO server`, one `SCRIPT LOAD` per script of [`SCRIPTS`] (none with
+/// [`Commands::Native`]).
 pub fn steps(plan: Plan) -> impl Iterator<Item = Step> {
-    (0..step_count(plan)).filter_map(move |k| step(plan, k))
+    (0..step_count(plan, false)).filter_map(move |k| step(plan, false, k))
 }
 
-/// How many steps `plan` has.
-pub fn step_count(plan: Plan) -> usize {
+/// The scripts a server loads: `native` is what its `INFO` said.
+fn scripts_for(plan: Plan, native: bool) -> &'static [Script] {
+    match plan.commands.dialect(Some(native)) {
+        Dialect::Scripts => SCRIPTS,
+        Dialect::Native | Dialect::NativeOrScripts => &[],
+    }
+}
+
+/// How many steps come before the scripts (`AUTH`, `SELECT`, `INFO`):
+/// those sent before the server's `INFO` is known.
+pub fn steps_before_info(plan: Plan) -> usize {
     usize::from(plan.auth)
         .saturating_add(usize::from(plan.select))
-        .saturating_add(SCRIPTS.len())
         .saturating_add(1)
 }
 
-/// Step number `k` of `plan` (in the order of [`steps`]), and for a
-/// `SCRIPT LOAD` the script it loads; `None` past the last step. For a
-/// platform that writes the handshake a step at a time.
-pub fn step(plan: Plan, k: usize) -> Option<Step> {
-    step_and_script(plan, k).map(|(step, _)| step)
+/// How many steps `plan` has for a server whose `INFO` said `native`.
+pub fn step_count(plan: Plan, native: bool) -> usize {
+    steps_before_info(plan).saturating_add(scripts_for(plan, native).len())
+}
+
+/// Step number `k` of `plan` (in the order of [`steps`]) for a server whose
+/// `INFO` said `native` (the steps up to `INFO` do not depend on it);
+/// `None` past the last step. For a platform that writes the handshake a
+/// step at a time.
+pub fn step(plan: Plan, native: bool, k: usize) -> Option<Step> {
+    step_and_script(plan, native, k).map(|(step, _)| step)
 }
 
 /// [`step`], with the script a `SCRIPT LOAD` step loads.
-pub fn step_and_script(plan: Plan, k: usize) -> Option<(Step, Option<&'static Script>)> {
+pub fn step_and_script(
+    plan: Plan,
+    native: bool,
+    k: usize,
+) -> Option<(Step, Option<&'static Script>)> {
     let mut k = k;
-    for (on, step) in [(plan.auth, Step::Auth), (plan.select, Step::Select)] {
+    for (on, step) in [
+        (plan.auth, Step::Auth),
+        (plan.select, Step::Select),
+        (true, Step::Info),
+    ] {
         if on {
             if k == 0 {
                 return Some((step, None));
@@ -164,12 +283,9 @@ pub fn step_and_script(plan: Plan, k: usize) -> Option<(Step, Option<&'static Sc
             k = k.saturating_sub(1);
         }
     }
-    let scripts = SCRIPTS;
-    match scripts.get(k) {
-        Some(script) => Some((Step::ScriptLoad, Some(script))),
-        None if k == scripts.len() => Some((Step::Info, None)),
-        None => None,
-    }
+    scripts_for(plan, native)
+        .get(k)
+        .map(|script| (Step::ScriptLoad, Some(script)))
 }
 
 /// What `INFO server` told about the server.
@@ -179,6 +295,11 @@ pub struct ServerInfo<'a> {
     pub uptime_secs: Option<u64>,
     /// `run_id`: unique per server process.
     pub run_id: Option<&'a [u8]>,
+    /// The server has the native commands ([`Commands`]): its
+    /// `valkey_version` is 9.0 or later (`DELIFEQ` came in 9.0, `SET ...
+    /// IFEQ` in 8.1). Redis reports no `valkey_version` (Valkey reports a
+    /// `redis_version` of 7.2.4 for compatibility, which says nothing).
+    pub native: bool,
 }
 
 impl<'a> ServerInfo<'a> {
@@ -203,6 +324,14 @@ impl<'a> ServerInfo<'a> {
                 if !v.is_empty() {
                     info.run_id = Some(v);
                 }
+            } else if let Some(v) = line.strip_prefix(b"valkey_version:") {
+                // `major.minor.patch`: 9.0 or later.
+                let mut parts = v.split(|&b| b == b'.');
+                info.native = parts
+                    .next()
+                    .and_then(parse_u64)
+                    .is_some_and(|major| major >= 9)
+                    && parts.next().and_then(parse_u64).is_some();
             }
         }
         info
@@ -241,8 +370,17 @@ pub enum Verdict<'a> {
 /// nothing needs it).
 pub fn judge<'a>(step: Step, reply: &Reply<'a>, plan: Plan) -> Result<Verdict<'a>, SetupError> {
     if let Reply::Error(e) = reply {
-        if step == Step::Info && !plan.info_required {
+        if step == Step::Info && !plan.info_required && plan.commands != Commands::Native {
+            // Neither the restart guard nor the choice of commands needs
+            // it: a server of unknown version gets the scripts.
             return Ok(Verdict::Info(ServerInfo::default()));
+        }
+        if step == Step::Info && plan.commands == Commands::Native && !plan.info_required {
+            return Err(SetupError::NoNative);
+        }
+        if step == Step::ScriptLoad && plan.commands == Commands::Auto {
+            // Loaded only because the server has no native commands.
+            return Err(SetupError::ScriptsDenied { kind: e.kind() });
         }
         return Err(SetupError::Refused {
             step,
@@ -256,6 +394,9 @@ pub fn judge<'a>(step: Step, reply: &Reply<'a>, plan: Plan) -> Result<Verdict<'a
             let info = reply.as_bytes().map(ServerInfo::parse).unwrap_or_default();
             if plan.info_required && info.uptime_secs.is_none() {
                 return Err(SetupError::NoUptime);
+            }
+            if plan.commands == Commands::Native && !info.native {
+                return Err(SetupError::NoNative);
             }
             Ok(Verdict::Info(info))
         }
@@ -315,6 +456,7 @@ mod tests {
     use redlock_resp::ServerError;
 
     const GUARD: Plan = Plan {
+        commands: Commands::Scripts,
         auth: true,
         select: true,
         info_required: true,
@@ -391,6 +533,7 @@ mod tests {
             Ok(Verdict::Info(ServerInfo {
                 uptime_secs: Some(42),
                 run_id: Some(b"abc"),
+                native: false,
             }))
         );
         for bad in [
@@ -432,20 +575,101 @@ mod tests {
     #[test]
     fn the_plan_has_every_script() {
         let plan = Plan {
+            commands: Commands::Scripts,
             auth: false,
             select: true,
             info_required: false,
         };
         let all: heapless::Vec<Step, 16> = steps(plan).collect();
         assert_eq!(all[0], Step::Select);
+        assert_eq!(all[1], Step::Info);
         assert_eq!(all.len(), 2 + SCRIPTS.len());
-        assert_eq!(all.last(), Some(&Step::Info));
+        assert_eq!(all.last(), Some(&Step::ScriptLoad));
+    }
+
+    #[test]
+    fn scripts_are_loaded_only_where_they_are_sent() {
+        let plan = |commands| Plan {
+            commands,
+            auth: true,
+            select: false,
+            info_required: false,
+        };
+        // Scripts: every server loads them, whatever it has.
+        for native in [false, true] {
+            assert_eq!(
+                step_count(plan(Commands::Scripts), native),
+                2 + SCRIPTS.len()
+            );
+        }
+        // Auto: only a server without the native commands.
+        assert_eq!(step_count(plan(Commands::Auto), false), 2 + SCRIPTS.len());
+        assert_eq!(step_count(plan(Commands::Auto), true), 2);
+        assert_eq!(step(plan(Commands::Auto), true, 2), None);
+        // Native: never.
+        for native in [false, true] {
+            assert_eq!(step_count(plan(Commands::Native), native), 2);
+        }
+        assert_eq!(steps_before_info(plan(Commands::Auto)), 2);
+    }
+
+    #[test]
+    fn the_version_tells_the_native_commands() {
+        let native = |text: &[u8]| ServerInfo::parse(text).native;
+        assert!(native(
+            b"redis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:9.1.2\r\n"
+        ));
+        assert!(native(b"valkey_version:9.0.0"));
+        assert!(native(b"valkey_version:10.0.0\r\n"));
+        // Valkey 8 (no DELIFEQ), Redis of any version, nonsense.
+        for text in [
+            &b"valkey_version:8.1.1\r\n"[..],
+            b"redis_version:8.4.0\r\n",
+            b"redis_version:7.2.4\r\n",
+            b"valkey_version:9\r\n",
+            b"valkey_version:x.1.2\r\n",
+            b"valkey_version:\r\n",
+            b"valkey_version:-9.0.0\r\n",
+            b"",
+        ] {
+            assert!(!native(text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn native_only_refuses_a_server_without_them() {
+        let plan = Plan {
+            commands: Commands::Native,
+            ..NO_GUARD
+        };
+        let old = Reply::Bulk(b"redis_version:7.0.15\r\nuptime_in_seconds:5\r\n");
+        assert_eq!(judge(Step::Info, &old, plan), Err(SetupError::NoNative));
+        let denied = Reply::Error(ServerError::new(b"NOPERM no info"));
+        assert_eq!(judge(Step::Info, &denied, plan), Err(SetupError::NoNative));
+        let new = Reply::Bulk(b"valkey_version:9.1.2\r\nuptime_in_seconds:5\r\n");
+        assert!(matches!(
+            judge(Step::Info, &new, plan),
+            Ok(Verdict::Info(ServerInfo { native: true, .. }))
+        ));
+        // Auto: scripts refused where they are needed says so.
+        let noperm = Reply::Error(ServerError::new(b"NOPERM this user has no permissions"));
+        let auto = Plan {
+            commands: Commands::Auto,
+            ..NO_GUARD
+        };
+        assert_eq!(
+            judge(Step::ScriptLoad, &noperm, auto),
+            Err(SetupError::ScriptsDenied {
+                kind: ErrorKind::NoPerm
+            })
+        );
     }
 
     #[test]
     fn each_plan_s_steps_one_at_a_time() {
         for (auth, select) in [(false, false), (true, false), (false, true), (true, true)] {
             let plan = Plan {
+                commands: Commands::Scripts,
                 auth,
                 select,
                 info_required: false,
@@ -454,15 +678,15 @@ mod tests {
             let mut want = [(auth, Step::Auth), (select, Step::Select)]
                 .into_iter()
                 .filter_map(|(on, step)| on.then_some(step))
-                .chain(loads)
-                .chain([Step::Info]);
-            let n = step_count(plan);
+                .chain([Step::Info])
+                .chain(loads);
+            let n = step_count(plan, false);
             assert_eq!(n, steps(plan).count());
             let mut loaded = 0;
             for k in 0..n {
-                let (this, script) = step_and_script(plan, k).unwrap();
+                let (this, script) = step_and_script(plan, false, k).unwrap();
                 assert_eq!(Some(this), want.next(), "{plan:?} {k}");
-                assert_eq!(step(plan, k), Some(this));
+                assert_eq!(step(plan, false, k), Some(this));
                 if this == Step::ScriptLoad {
                     assert_eq!(script, Some(&SCRIPTS[loaded]));
                     loaded += 1;
@@ -472,8 +696,8 @@ mod tests {
             }
             assert_eq!(loaded, SCRIPTS.len());
             assert_eq!(want.next(), None);
-            assert_eq!(step_and_script(plan, n), None);
-            assert_eq!(step(plan, n + 100), None);
+            assert_eq!(step_and_script(plan, false, n), None);
+            assert_eq!(step(plan, false, n + 100), None);
         }
     }
 

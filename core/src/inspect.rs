@@ -89,7 +89,7 @@ pub struct Inspect<R> {
 impl<R: AsRef<[u8]>> Inspect<R> {
     /// Starts inspecting `resource`; each server gets `timeout` to answer.
     pub fn new(servers: &Servers, resource: R, timeout: Duration) -> Inspect<R> {
-        let mut engine = Engine::new(servers.len(), timeout);
+        let mut engine = Engine::for_servers(servers, timeout);
         engine.start_round(Request::Inspect);
         Inspect {
             resource,

@@ -28,7 +28,7 @@ pub use config::Mutants;
 pub use config::{Config, Drift, Retry, majority};
 pub use extend::{Extend, ExtendError};
 pub use fence::{FenceRepair, FenceRepairError, FenceRepaired};
-pub use handshake::SetupError;
+pub use handshake::{Commands, Dialect, SetupError};
 pub use inspect::{HOLDER_CAPACITY, Holding, Inspect, Inspection};
 pub use lock::{ArgumentError, FailureKind, Lock, Renewal};
 pub use operation::Operation;

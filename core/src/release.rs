@@ -89,7 +89,7 @@ impl<R: AsRef<[u8]>> Release<R> {
         timeout: Duration,
     ) -> Result<Release<R>, ArgumentError> {
         let token = Vec::from_slice(token).map_err(|_| ArgumentError::Token)?;
-        let mut engine = Engine::new(servers.len(), timeout);
+        let mut engine = Engine::for_servers(servers, timeout);
         engine.start_round(Request::Release);
         Ok(Release {
             config: *config,
@@ -102,7 +102,7 @@ impl<R: AsRef<[u8]>> Release<R> {
 
     /// Starts releasing a lock this client acquired.
     pub fn for_lock(config: &Config, servers: &Servers, resource: R, lock: &Lock) -> Release<R> {
-        let mut engine = Engine::new(servers.len(), config.request_timeout_for(lock.ttl()));
+        let mut engine = Engine::for_servers(servers, config.request_timeout_for(lock.ttl()));
         engine.start_round(Request::Release);
         let token = Vec::from_slice(lock.token().as_bytes()).unwrap_or_default();
         Release {

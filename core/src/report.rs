@@ -2,7 +2,7 @@
 
 use redlock_resp::ErrorKind;
 
-use crate::handshake::SetupError;
+use crate::handshake::{Dialect, SetupError};
 use crate::time::{Duration, Instant};
 
 /// The most servers one operation can span (a compile-time capacity).
@@ -154,6 +154,14 @@ pub struct Servers {
     len: u8,
     /// Bit i: the incarnation of server i is known.
     known: u16,
+    /// Bit i: server i gets the native commands ([`Dialect`]).
+    native: u16,
+    /// Bit i: server i's incarnation was set to another value since
+    /// [`mark_incarnations`](Servers::mark_incarnations).
+    changed: u16,
+    /// Bit i: a native release or extend that server i answers with a plain
+    /// `ERR` is sent again as the script ([`Dialect::NativeOrScripts`]).
+    fallback: u16,
     /// When each server's incarnation began; `Instant::ZERO` where not
     /// known (so that equal knowledge compares equal).
     incarnation_start: [Instant; MAX_SERVERS],
@@ -206,6 +214,9 @@ impl Servers {
         Ok(Servers {
             len: n as u8,
             known: 0,
+            native: 0,
+            changed: 0,
+            fallback: 0,
             incarnation_start: [Instant::ZERO; MAX_SERVERS],
         })
     }
@@ -224,10 +235,68 @@ impl Servers {
     /// connect the platform reads `uptime_in_seconds` from `INFO server` and
     /// passes `now - uptime`. Used by [`Config::restart_guard`](crate::Config::restart_guard).
     pub fn set_incarnation(&mut self, server: ServerId, started_at: Instant) {
+        let bit = Self::bit(server.index());
         if let Some(s) = self.incarnation_start.get_mut(server.index()) {
+            if *s != started_at || self.known & bit == 0 {
+                self.changed |= bit;
+            }
             *s = started_at;
-            self.known |= Self::bit(server.index());
+            self.known |= bit;
         }
+    }
+
+    /// Records which commands `server` gets: the platform passes its
+    /// session's [`dialect`](crate::session::Session::dialect) when it
+    /// makes an operation. Until then a server gets the scripts.
+    pub fn set_dialect(&mut self, server: ServerId, dialect: Dialect) {
+        let bit = Self::bit(server.index());
+        let (native, fallback) = match dialect {
+            Dialect::Scripts => (false, false),
+            Dialect::Native => (true, false),
+            Dialect::NativeOrScripts => (true, true),
+        };
+        self.native = if native {
+            self.native | bit
+        } else {
+            self.native & !bit
+        };
+        self.fallback = if fallback {
+            self.fallback | bit
+        } else {
+            self.fallback & !bit
+        };
+    }
+
+    /// From now on, [`same_incarnation`](Servers::same_incarnation) tells
+    /// whether a server's incarnation stays as it is now.
+    pub(crate) fn mark_incarnations(&mut self) {
+        self.changed = 0;
+    }
+
+    /// True when `server`'s incarnation is known and was not set to
+    /// another since [`mark_incarnations`](Servers::mark_incarnations)
+    /// (every request goes on a connection whose incarnation the platform
+    /// sets first: a new connection computes its own, so this is also false
+    /// after a reconnect to the same process, which is the safe side).
+    pub(crate) fn same_incarnation(&self, server: usize) -> bool {
+        let bit = Self::bit(server);
+        self.known & bit != 0 && self.changed & bit == 0
+    }
+
+    /// Which commands `server` gets.
+    pub fn dialect(&self, server: ServerId) -> Dialect {
+        let bit = Self::bit(server.index());
+        match (self.native & bit != 0, self.fallback & bit != 0) {
+            (false, _) => Dialect::Scripts,
+            (true, false) => Dialect::Native,
+            (true, true) => Dialect::NativeOrScripts,
+        }
+    }
+
+    /// Bit i: server i gets the native commands; and bit i: it falls back
+    /// to the scripts.
+    pub(crate) fn native_masks(&self) -> (u16, u16) {
+        (self.native, self.fallback)
     }
 
     fn bit(server: usize) -> u16 {

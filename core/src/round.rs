@@ -9,7 +9,7 @@
 use redlock_resp::script::{self, Script};
 use redlock_resp::{Command, EncodeError, ErrorKind, Reply};
 
-use crate::report::{MAX_SERVERS, Report, ServerId, ServerOutcome};
+use crate::report::{MAX_SERVERS, Report, ServerId, ServerOutcome, Servers};
 use crate::time::{Duration, I64, Instant, U64};
 
 /// Requests one server may have in flight for one operation: ordinary
@@ -36,6 +36,11 @@ pub struct Transmit {
     /// When the request times out (its timeout from now): the session gives
     /// the connection up if it is still unanswered then.
     pub deadline: Instant,
+    /// How many replies the server sends for these bytes: 1, or 4 for a
+    /// `MULTI` block (`+OK`, two `+QUEUED`, and `EXEC`'s array, which is the
+    /// answer). Give it to
+    /// [`Session::push_with_replies`](crate::session::Session::push_with_replies).
+    pub replies: u8,
 }
 
 /// A reply the operation did not expect at all.
@@ -95,6 +100,92 @@ pub(crate) struct Subject<'a> {
     pub(crate) token: &'a [u8],
     #[cfg(feature = "mutants")]
     pub(crate) bare_del_release: bool,
+}
+
+/// The native form of `request` (see [`Commands`](crate::handshake::Commands)):
+/// its bytes, and how many replies the server sends for them. `base` is the
+/// counter the server reported in the fenced acquire (for `INCRBY`).
+fn encode_native(
+    request: Request,
+    base: i64,
+    s: &Subject<'_>,
+    buf: &mut [u8],
+) -> Result<(usize, u8), EncodeError> {
+    // A `MULTI` block: `MULTI`, two commands, `EXEC` (one write, so that
+    // nothing of another request comes between them on the connection).
+    let block = |buf: &mut [u8],
+                 first: &dyn Fn(&mut [u8]) -> Result<usize, EncodeError>,
+                 second: &dyn Fn(&mut [u8]) -> Result<usize, EncodeError>| {
+        let mut at = redlock_resp::command(buf, &[b"MULTI"])?;
+        at = at.saturating_add(first(buf.get_mut(at..).unwrap_or_default())?);
+        at = at.saturating_add(second(buf.get_mut(at..).unwrap_or_default())?);
+        at = at.saturating_add(redlock_resp::command(
+            buf.get_mut(at..).unwrap_or_default(),
+            &[b"EXEC"],
+        )?);
+        Ok((at, 4))
+    };
+    match request {
+        // R3: deletes the key only if it holds the token; 1 or 0.
+        Request::Release => Ok((
+            redlock_resp::command(buf, &[b"DELIFEQ", s.resource, s.token])?,
+            1,
+        )),
+        // R4: a new expiry only if the key holds the token (a missing key
+        // is not created); `+OK` or nil.
+        Request::Extend(ttl) => {
+            let mut cmd = Command::new(buf, 7);
+            cmd.arg(b"SET")
+                .arg(s.resource)
+                .arg(s.token)
+                .arg(b"IFEQ")
+                .arg(s.token)
+                .arg(b"PX")
+                .arg_uint(ttl.0);
+            Ok((cmd.finish()?, 1))
+        }
+        // F3: value and remaining time at one instant.
+        Request::Inspect => block(
+            buf,
+            &|b| redlock_resp::command(b, &[b"GET", s.resource]),
+            &|b| redlock_resp::command(b, &[b"PTTL", s.resource]),
+        ),
+        // F1, first step: the vote and the counter at one instant, as the
+        // script's `{set, counter}`.
+        Request::FencedSet(ttl) => block(
+            buf,
+            &|b| {
+                let mut cmd = Command::new(b, 6);
+                cmd.arg(b"SET")
+                    .arg(s.resource)
+                    .arg(s.token)
+                    .arg(b"NX")
+                    .arg(b"PX")
+                    .arg_uint(ttl.0);
+                cmd.finish()
+            },
+            &|b| {
+                let mut cmd = Command::new(b, 2);
+                cmd.arg(b"GET").arg_parts(&[s.resource, FENCE_SUFFIX]);
+                cmd.finish()
+            },
+        ),
+        // F1, second step: the counter raised by what takes it from the
+        // value this server reported to the fence (SPEC F1: counters only
+        // rise, so it ends at the fence or above).
+        Request::FenceWrite(fence) => {
+            let from = u64::try_from(base).unwrap_or(0);
+            let mut cmd = Command::new(buf, 3);
+            cmd.arg(b"INCRBY")
+                .arg_parts(&[s.resource, FENCE_SUFFIX])
+                .arg_uint(fence.0.saturating_sub(from));
+            Ok((cmd.finish()?, 1))
+        }
+        // `SET NX PX` has one form; the operator's repair stays a script.
+        Request::Set(_) | Request::FenceRaise(_) => {
+            encode(request, request.script(), true, s, buf).map(|len| (len, 1))
+        }
+    }
 }
 
 fn encode(
@@ -196,10 +287,16 @@ struct Slot {
     send: bool,
     /// Send `EVAL` instead of `EVALSHA` (the server said `NOSCRIPT`).
     eval: bool,
+    /// This round's request goes in its native form (see
+    /// [`Commands`](crate::handshake::Commands)).
+    native: bool,
     deadline: Instant,
     outcome: ServerOutcome,
     /// The integer the server answered (the fence counter).
     value: I64,
+    /// The integer the server answered in the round before (the counter
+    /// of a fenced acquire, for the native fence write).
+    base: I64,
     /// This round's request was sent again after a connection error.
     resent: bool,
 }
@@ -210,9 +307,11 @@ impl Slot {
         current: 0,
         send: false,
         eval: false,
+        native: false,
         deadline: Instant::ZERO,
         outcome: ServerOutcome::Pending,
         value: I64(0),
+        base: I64(0),
         resent: false,
     };
 }
@@ -237,6 +336,9 @@ pub(crate) struct Engine {
     timeout: Duration,
     /// The current round is sent as `EVAL` and may use the release room.
     force_eval: bool,
+    /// Bit i: server i gets the native commands; and bit i: falls back to
+    /// the scripts on a plain `ERR` (see [`Servers::set_dialect`](crate::Servers::set_dialect)).
+    native: (u16, u16),
 }
 
 impl Engine {
@@ -249,7 +351,20 @@ impl Engine {
             script: None,
             timeout,
             force_eval: false,
+            native: (0, 0),
         }
+    }
+
+    /// An engine for `servers`, each sent the commands its dialect says.
+    pub(crate) fn for_servers(servers: &Servers, timeout: Duration) -> Engine {
+        let mut engine = Engine::new(servers.len(), timeout);
+        engine.native = servers.native_masks();
+        engine
+    }
+
+    /// True when `server` is sent this round's request in its native form.
+    pub(crate) fn is_native(&self, server: ServerId) -> bool {
+        self.slots().get(server.index()).is_some_and(|s| s.native)
     }
 
     /// The invariant that lets [`has_unsent`](Engine::has_unsent) and
@@ -300,13 +415,28 @@ impl Engine {
         self.request = request;
         self.script = script;
         self.force_eval = force_eval;
+        let (native, _) = self.native;
+        let mut bit = 1u16;
         for slot in self.slots_mut() {
             // The requests in flight are now of earlier rounds.
             slot.current = 0;
             slot.send = true;
-            slot.outcome = ServerOutcome::Pending;
+            slot.native = native & bit != 0;
+            // F1, native: the fence is written only where the fenced
+            // acquire's vote counted (the key is ours there); see SPEC F1.
+            if slot.native
+                && matches!(request, Request::FenceWrite(_))
+                && slot.outcome != ServerOutcome::Ok
+            {
+                slot.send = false;
+                slot.outcome = ServerOutcome::NotHeld;
+            } else {
+                slot.outcome = ServerOutcome::Pending;
+            }
+            slot.base = slot.value;
             slot.value = I64(0);
             slot.resent = false;
+            bit = bit.wrapping_shl(1);
         }
     }
 
@@ -354,7 +484,14 @@ impl Engine {
                 }
                 continue;
             }
-            let len = encode(request, script, slot.eval || force, subject, buf)?;
+            let (len, replies) = if slot.native && !matches!(request, Request::FenceRaise(_)) {
+                encode_native(request, slot.base.0, subject, buf)?
+            } else {
+                (
+                    encode(request, script, slot.eval || force, subject, buf)?,
+                    1,
+                )
+            };
             slot.send = false;
             slot.deadline = now.saturating_add(timeout);
             // Below IN_FLIGHT: checked for room above.
@@ -365,6 +502,7 @@ impl Engine {
                 len,
                 release: request == Request::Release,
                 deadline: slot.deadline,
+                replies,
             }));
         }
         Ok(None)
@@ -380,7 +518,8 @@ impl Engine {
         if reply.is_push() {
             return Ok(Disposition::Ignored);
         }
-        let script = self.script;
+        let (script, request) = (self.script, self.request);
+        let fallback = self.native.1 & 1u16.checked_shl(u32::from(server.0)).unwrap_or(0) != 0;
         let slot = self
             .slots_mut()
             .get_mut(server.index())
@@ -396,6 +535,24 @@ impl Engine {
             return Ok(Disposition::Ignored);
         }
         if let Reply::Error(e) = reply {
+            if slot.native
+                && fallback
+                && e.kind() == ErrorKind::Err
+                && matches!(request, Request::Release | Request::Extend(_))
+            {
+                // `Commands::Auto`: a server that does not know the native
+                // command (replaced by an older one since its dialect was
+                // learned, or an unknown one behind its first handshake)
+                // gets the script. The error did nothing on the server.
+                rl_log!(
+                    info,
+                    "server {}: native command refused, sending the script",
+                    server.0
+                );
+                slot.native = false;
+                slot.send = true;
+                return Ok(Disposition::Ignored);
+            }
             if e.kind() == ErrorKind::NoScript && script.is_some() && !slot.eval {
                 // Scripts: EVALSHA first, EVAL on NOSCRIPT.
                 rl_log!(
@@ -421,7 +578,15 @@ impl Engine {
     ) -> Result<bool, Unsolicited> {
         let current = self.handle_reply(server, reply)? == Disposition::Current;
         if current {
-            self.settle(server, outcome_of_flag(reply), 0);
+            let outcome = match (self.request, self.is_native(server), reply) {
+                // `SET ... IFEQ`: `+OK`, or nil where the key is not ours.
+                (Request::Extend(_), true, r) if r.is_ok() => ServerOutcome::Ok,
+                (Request::Extend(_), true, Reply::Nil) => ServerOutcome::NotHeld,
+                (Request::Extend(_), true, r) => outcome_of_other(r),
+                // The scripts and `DELIFEQ`: 1 or 0.
+                (_, _, r) => outcome_of_flag(r),
+            };
+            self.settle(server, outcome, 0);
         }
         Ok(current)
     }

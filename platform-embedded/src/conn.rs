@@ -42,6 +42,7 @@ impl<const IN: usize, const OUT: usize> Conn<IN, OUT> {
         Conn {
             session: Session::new(
                 redlock_core::handshake::Plan {
+                    commands: redlock_core::Commands::Auto,
                     auth: false,
                     select: false,
                     info_required: false,

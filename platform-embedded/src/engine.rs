@@ -191,7 +191,7 @@ where
             conn.clear_buffers();
             conn.session.reset();
             conn.session
-                .set_plan(creds.plan(config.restart_guard.is_some()));
+                .set_plan(creds.plan(config.restart_guard.is_some(), config.commands));
             // The most bytes a handshake step takes: a held release must
             // leave them free.
             conn.reserve = auth.max(SCRIPT_LOAD_LEN);
@@ -254,6 +254,7 @@ where
             if let Some(started) = conn.session.incarnation() {
                 servers.set_incarnation(ServerId(i as u8), started);
             }
+            servers.set_dialect(ServerId(i as u8), conn.session.dialect());
         }
         servers
     }
@@ -439,7 +440,8 @@ where
             State::Connecting | State::Handshake => t.release && conn.hold(bytes),
         };
         let queued = if room {
-            conn.session.push(now, serial, t.deadline, &self.options)
+            conn.session
+                .push_with_replies(now, serial, t.deadline, t.replies, &self.options)
         } else if conn.session.is_ready() {
             Err((serial, Close::Stuck))
         } else {
@@ -678,9 +680,9 @@ mod tests {
             password: None,
             db: u32::MAX,
         };
-        let plan = creds.plan(true);
-        for k in 0..handshake::step_count(plan) {
-            let (step, script) = handshake::step_and_script(plan, k).unwrap();
+        let plan = creds.plan(true, redlock_core::Commands::Scripts);
+        for k in 0..handshake::step_count(plan, false) {
+            let (step, script) = handshake::step_and_script(plan, false, k).unwrap();
             assert!(
                 encode_step(&mut buf, step, script, &creds).is_ok(),
                 "{step:?}"

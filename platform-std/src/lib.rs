@@ -20,10 +20,10 @@ use std::time::Instant as StdInstant;
 
 use redlock_core::redlock_resp::Limits;
 use redlock_core::{Acquire, Extend, FenceRepair, Inspect, Release, Servers};
-use redlock_core::{Config, Drift, Retry};
 pub use redlock_core::{
-    FailureKind, FenceRepaired, Released, Report, ServerId, ServerOutcome, SetupError,
+    Commands, FailureKind, FenceRepaired, Released, Report, ServerId, ServerOutcome, SetupError,
 };
+use redlock_core::{Config, Drift, Retry};
 
 use crate::asynchronous::Driver;
 pub use crate::asynchronous::{AsyncAutoLock, AsyncClient, AsyncLockGuard, WhenLost};
@@ -296,6 +296,18 @@ impl Builder {
         self
     }
 
+    /// Which commands release, extend, fenced acquisitions and inspect send
+    /// ([`Commands`]): by default ([`Commands::Auto`]) the native commands
+    /// where a server's handshake reports them (Valkey 9.0 or later: no
+    /// Lua, no `@scripting` permission), else the scripts.
+    /// [`Commands::Native`] refuses a server without them (its report says
+    /// so), and never sends a script; [`Commands::Scripts`] sends scripts
+    /// everywhere.
+    pub fn commands(mut self, commands: Commands) -> Self {
+        self.config.commands = commands;
+        self
+    }
+
     /// How long a connect may take (default 1 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
@@ -342,6 +354,7 @@ impl Builder {
             backoff_max: Duration::from_secs(2),
             limits: self.limits,
             info_required: self.config.restart_guard.is_some(),
+            commands: self.config.commands,
             delivery_grace: Duration::from_micros(
                 self.config
                     .request_timeout_for(core_duration(self.ttl))
@@ -449,7 +462,7 @@ impl Shared {
     fn extend_op(&self, lock: &Lock, ttl: Duration) -> Result<Extend<Resource>, Error> {
         Extend::new(
             &self.config,
-            &self.servers,
+            &self.transport.servers(self.servers),
             lock.resource.clone(),
             &lock.inner,
             core_duration(ttl),
@@ -706,7 +719,7 @@ impl Client {
     fn release_op(&self, lock: &Lock) -> Release<Resource> {
         Release::for_lock(
             &self.shared.config,
-            &self.shared.servers,
+            &self.shared.transport.servers(self.shared.servers),
             lock.resource.clone(),
             &lock.inner,
         )
@@ -737,7 +750,7 @@ impl Client {
     fn release_token_op(&self, resource: &[u8], token: &[u8]) -> Result<Release<Resource>, Error> {
         Release::new(
             &self.shared.config,
-            &self.shared.servers,
+            &self.shared.transport.servers(self.shared.servers),
             Resource::new(resource),
             token,
             self.default_request_timeout(),
@@ -828,7 +841,7 @@ impl Client {
     fn fence_repair_op(&self, resource: &[u8], at_least: u64) -> FenceRepair<Resource> {
         FenceRepair::new(
             &self.shared.config,
-            &self.shared.servers,
+            &self.shared.transport.servers(self.shared.servers),
             Resource::new(resource),
             at_least,
             self.default_request_timeout(),
@@ -866,7 +879,7 @@ impl Client {
 
     fn inspect_op(&self, resource: &[u8]) -> Inspect<Resource> {
         Inspect::new(
-            &self.shared.servers,
+            &self.shared.transport.servers(self.shared.servers),
             Resource::new(resource),
             self.default_request_timeout(),
         )

@@ -3,7 +3,7 @@
 
 use redlock_resp::{Command, EncodeError, Reply, Script};
 
-use crate::handshake::{Plan, Step};
+use crate::handshake::{Commands, Plan, Step};
 
 /// The probe: `PING` with a text that it sends back, encoded once and for
 /// all (`*2`, `$4 PING`, `$13 redlock-probe`): no reply of a lock command
@@ -86,9 +86,11 @@ impl Credentials<'_> {
         db: 0,
     };
 
-    /// The handshake plan of a server with these credentials.
-    pub fn plan(&self, info_required: bool) -> Plan {
+    /// The handshake plan of a server with these credentials, sending
+    /// `commands` ([`Commands`]).
+    pub fn plan(&self, info_required: bool, commands: Commands) -> Plan {
         Plan {
+            commands,
             auth: self.password.is_some(),
             select: self.db != 0,
             info_required,

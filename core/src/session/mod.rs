@@ -61,7 +61,7 @@ use core::marker::PhantomData;
 
 use redlock_resp::{Reply, Script};
 
-use crate::handshake::{self, Plan, SetupError, Step, Verdict};
+use crate::handshake::{self, Commands, Dialect, Plan, SetupError, Step, Verdict};
 use crate::report::ServerId;
 use crate::time::{Duration, Instant};
 
@@ -197,6 +197,10 @@ pub enum Event<T> {
     /// Their owners learn the server's incarnation
     /// ([`incarnation`](Session::incarnation)) first.
     Ready,
+    /// A reply that a request of several replies
+    /// ([`push_with_replies`](Session::push_with_replies)) has before its
+    /// last: nothing to do (the last one is the request's answer).
+    Partial,
     /// A RESP3 push: nothing to do.
     Push,
     /// The answer to the session's own probe: the stream is in step.
@@ -235,6 +239,13 @@ pub struct Session<T, Q> {
     unreachable: bool,
     /// The length of the `run_id`.
     run_id_len: u8,
+    /// Replies of the oldest request awaited taken so far (a request of
+    /// several replies: see `Entry::more`).
+    partial: u8,
+    /// What the last `INFO` said: the server has the native commands.
+    /// Kept when the connection closes (the best guess for requests made
+    /// before the next handshake), learned again by every handshake.
+    native: Option<bool>,
     plan: Plan,
     refused: Refusal,
     /// The probe of the stream's step (see [`poll_probe`](Session::poll_probe)).
@@ -300,6 +311,8 @@ impl<T, Q: Queue<T>> Session<T, Q> {
             incarnation: None,
             run_id: [0; RUN_ID_LEN],
             run_id_len: 0,
+            partial: 0,
+            native: None,
             owed,
             probe: Probe::Idle,
             #[cfg(feature = "mutants")]
@@ -342,6 +355,14 @@ impl<T, Q: Queue<T>> Session<T, Q> {
             Refusal::None => None,
             Refusal::Some(e) => Some(e),
         }
+    }
+
+    /// What this server's requests are to be: the scripts or the native
+    /// commands ([`Commands`]), from the plan's choice and what the last
+    /// handshake learned of the server. The platform tells each operation
+    /// (`Servers::set_dialect`) as it tells the incarnation.
+    pub fn dialect(&self) -> Dialect {
+        self.plan.commands.dialect(self.native)
     }
 
     /// When the server's current process began (C2), from this connection's
@@ -387,6 +408,8 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         self.incarnation = None;
         self.probe = Probe::Idle;
         self.run_id_len = 0;
+        self.partial = 0;
+        self.native = None;
         while self.owed.pop_front().is_some() {}
     }
 
@@ -413,7 +436,13 @@ impl<T, Q: Queue<T>> Session<T, Q> {
             self.state != State::Down
                 || (self.written == 0 && self.judged == 0 && self.incarnation.is_none())
         );
-        self.steps = handshake::step_count(self.plan).min(u8::MAX.into()) as u8;
+        // With `Commands::Auto`, the scripts to load are known once `INFO`
+        // was judged (`judge` adds them then).
+        let steps = match self.plan.commands {
+            Commands::Auto => handshake::steps_before_info(self.plan),
+            _ => handshake::step_count(self.plan, false),
+        };
+        self.steps = steps.min(u8::MAX.into()) as u8;
         self.state = State::Connecting;
         self.deadline = now.saturating_add(policy.connect_timeout);
     }
@@ -433,7 +462,7 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         if self.state != State::Handshake || self.written >= self.steps {
             return None;
         }
-        handshake::step_and_script(self.plan, self.written.into())
+        handshake::step_and_script(self.plan, self.native == Some(true), self.written.into())
     }
 
     /// The step [`poll_step`](Session::poll_step) returned was written.
@@ -465,6 +494,22 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         deadline: Instant,
         policy: &Policy,
     ) -> Result<Queued, (T, Close)> {
+        self.push_with_replies(now, tag, deadline, 1, policy)
+    }
+
+    /// [`push`](Session::push) for a request that the server answers with
+    /// `replies` replies (a `MULTI` ... `EXEC` block: see
+    /// [`Transmit::replies`](crate::Transmit::replies)); only the last one
+    /// is the request's [`Event::Reply`], those before it are
+    /// [`Event::Partial`].
+    pub fn push_with_replies(
+        &mut self,
+        now: Instant,
+        tag: T,
+        deadline: Instant,
+        replies: u8,
+        policy: &Policy,
+    ) -> Result<Queued, (T, Close)> {
         let allowed = deadline.saturating_duration_since(now);
         let (from, queued) = match self.state {
             State::Down => return Err((tag, Close::Io)),
@@ -488,7 +533,8 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         // trip, still finds out within the request's time.
         let half = allowed.half();
         let due = now.saturating_add(half).saturating_duration_since(from);
-        match self.owed.push_back(Entry::new(tag, due)) {
+        let more = replies.saturating_sub(1);
+        match self.owed.push_back(Entry::new(tag, due).with_more(more)) {
             Ok(()) => Ok(queued),
             Err(e) => {
                 rl_log!(warn, "a server owes too many replies: giving it up");
@@ -566,6 +612,15 @@ impl<T, Q: Queue<T>> Session<T, Q> {
                 after: after.saturating_sub(1),
             };
         }
+        let more = self.owed.front().ok_or(Close::Unsolicited)?.more;
+        if self.partial < more {
+            // A reply of a `MULTI` block before its `EXEC`: `+OK`,
+            // `+QUEUED`, or an error (then `EXEC` answers an error too, and
+            // the request's answer is that error: fail closed either way).
+            self.partial = self.partial.saturating_add(1);
+            return Ok(Event::Partial);
+        }
+        self.partial = 0;
         let entry = self.owed.pop_front().ok_or(Close::Unsolicited)?;
         Ok(Event::Reply(entry.tag))
     }
@@ -599,8 +654,17 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     /// kept). Out of line: `push` and `probe_written` share it.
     #[inline(never)]
     fn send_probe(&mut self, now: Instant, policy: &Policy) {
+        // The replies the probe's follows: one per request, more for the
+        // requests of several, less those of the oldest taken already.
+        let mut replies = 0usize;
+        self.owed.for_each(|e| {
+            replies = replies
+                .saturating_add(usize::from(e.more))
+                .saturating_add(1)
+        });
+        let replies = replies.saturating_sub(usize::from(self.partial));
         self.probe = Probe::Sent {
-            after: u16::try_from(self.owed.len()).unwrap_or(u16::MAX),
+            after: u16::try_from(replies).unwrap_or(u16::MAX),
         };
         let allowance = Duration::from_micros(u64::from(self.allowance));
         self.deadline = now.saturating_add(policy.connect_timeout.max(allowance));
@@ -613,7 +677,9 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         reply: &Reply<'_>,
         twin: &mut dyn FnMut(&[u8]) -> Option<ServerId>,
     ) -> Result<Event<T>, Close> {
-        let step = handshake::step(self.plan, self.judged.into()).ok_or(Close::Unsolicited)?;
+        let native = self.native == Some(true);
+        let step =
+            handshake::step(self.plan, native, self.judged.into()).ok_or(Close::Unsolicited)?;
         self.judged = self.judged.saturating_add(1);
         match handshake::judge(step, reply, self.plan) {
             Ok(Verdict::Ok) => {}
@@ -631,6 +697,14 @@ impl<T, Q: Queue<T>> Session<T, Q> {
                     }
                 }
                 self.incarnation = info.started(now);
+                // Learned again on every connection: a server may have
+                // been replaced by an older one. The scripts it needs are
+                // loaded after this step.
+                self.native = Some(info.native);
+                if self.plan.commands == Commands::Auto {
+                    let steps = handshake::step_count(self.plan, info.native);
+                    self.steps = steps.min(u8::MAX.into()) as u8;
+                }
             }
             Err(why) => return Err(Close::Refused(why)),
         }
@@ -747,6 +821,7 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         self.judged = 0;
         self.incarnation = None;
         self.allowance = 0;
+        self.partial = 0;
         self.probe = Probe::Idle;
         while let Some(e) = self.owed.pop_front() {
             lost(e.tag);

@@ -17,6 +17,9 @@ pub struct Entry<T> {
     /// entries.
     due_low: u32,
     due_high: u16,
+    /// Replies the request has before its answer (a `MULTI` block's `+OK`
+    /// and `+QUEUED`s); 0 for a plain command.
+    pub(super) more: u8,
 }
 
 impl<T> Entry<T> {
@@ -29,7 +32,13 @@ impl<T> Entry<T> {
             tag,
             due_low: due as u32,
             due_high: (due >> 32) as u16,
+            more: 0,
         }
+    }
+
+    pub(super) fn with_more(mut self, more: u8) -> Self {
+        self.more = more;
+        self
     }
 
     pub(super) fn due(&self) -> u64 {
@@ -44,6 +53,8 @@ pub trait Queue<T> {
     fn push_back(&mut self, entry: Entry<T>) -> Result<(), Entry<T>>;
     /// Takes the oldest.
     fn pop_front(&mut self) -> Option<Entry<T>>;
+    /// The oldest, left in place.
+    fn front(&self) -> Option<&Entry<T>>;
     /// How many there are.
     fn len(&self) -> usize;
     /// True when there are none.
@@ -60,6 +71,9 @@ impl<T, const N: usize> Queue<T> for heapless::Deque<Entry<T>, N> {
     }
     fn pop_front(&mut self) -> Option<Entry<T>> {
         heapless::Deque::pop_front(self)
+    }
+    fn front(&self) -> Option<&Entry<T>> {
+        heapless::Deque::front(self)
     }
     fn len(&self) -> usize {
         heapless::Deque::len(self)

@@ -121,7 +121,7 @@ impl Shared {
         let (lock, resource) = (won?, resource?);
         Some(Release::for_lock(
             &self.config,
-            &self.servers,
+            &self.transport.servers(self.servers),
             resource,
             &lock,
         ))

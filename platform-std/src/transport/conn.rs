@@ -28,6 +28,9 @@ impl Queue<Expect> for Owed {
     fn pop_front(&mut self) -> Option<Entry<Expect>> {
         self.0.pop_front()
     }
+    fn front(&self) -> Option<&Entry<Expect>> {
+        self.0.front()
+    }
     fn len(&self) -> usize {
         self.0.len()
     }

@@ -102,7 +102,10 @@ impl<J: Job> State<J> {
                 serial,
             };
             let bytes = &self.scratch[..t.len];
-            match conn.session.push(now, tag, t.deadline, &self.policy) {
+            match conn
+                .session
+                .push_with_replies(now, tag, t.deadline, t.replies, &self.policy)
+            {
                 Ok(queued @ (Queued::Write | Queued::ProbeFirst)) => {
                     // A request overdue on this connection: the probe goes
                     // first, so that the reply of a request the connection

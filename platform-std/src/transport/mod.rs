@@ -174,6 +174,8 @@ pub(crate) struct ConnConfig {
     pub(crate) limits: Limits,
     /// The restart guard is on: `INFO` must answer, with an uptime.
     pub(crate) info_required: bool,
+    /// Which commands the servers get.
+    pub(crate) commands: redlock_core::Commands,
     /// How long the last thread out of a call waits for a connect or a
     /// handshake in progress, so that what is queued behind it (the
     /// releases of a failed attempt, or of an unlock, to a server that was
@@ -364,7 +366,7 @@ impl<J: Job> Transport<J> {
                 stream: None,
                 tls: tls.clone(),
                 session: Session::new(
-                    credentials(url).plan(config.info_required),
+                    credentials(url).plan(config.info_required, config.commands),
                     Owed(VecDeque::with_capacity(16)),
                 ),
                 out: Vec::with_capacity(1024),
@@ -536,13 +538,14 @@ impl<J: Job> Transport<J> {
     }
 
     /// `base` with when each server's current incarnation began, as far as
-    /// the connections know.
+    /// the connections know, and the commands each server gets.
     pub(crate) fn servers(&self, mut base: Servers) -> Servers {
         let st = self.lock();
         for (i, c) in st.conns.iter().enumerate() {
             if let Some(started) = c.session.incarnation() {
                 base.set_incarnation(ServerId(i as u8), started);
             }
+            base.set_dialect(ServerId(i as u8), c.session.dialect());
         }
         base
     }

@@ -12,6 +12,13 @@ impl Conn {
         self.session.connected(now, policy);
         self.out.clear();
         self.filled = 0;
+        self.write_steps();
+    }
+
+    /// Writes the handshake steps the session has for now: all of them,
+    /// or (`Commands::Auto`) those up to `INFO`, then, once its reply was
+    /// judged, the `SCRIPT LOAD`s the server needs.
+    pub(super) fn write_steps(&mut self) {
         let creds = credentials(&self.url);
         while let Some((step, script)) = self.session.poll_step() {
             encode_growing(&mut self.out, |b| encode_step(b, step, script, &creds));

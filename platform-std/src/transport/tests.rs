@@ -91,6 +91,7 @@ impl Job for TestOp {
             release: self.fire_and_forget,
             // Awaited until the operation is decided at `until`.
             deadline: self.until.unwrap_or(Instant::from_micros(u64::MAX)),
+            replies: 1,
         }))
     }
     fn handle_reply(&mut self, _: Instant, _: ServerId, _: Reply<'_>) -> Result<(), Unsolicited> {
@@ -153,6 +154,8 @@ pub(super) fn config() -> ConnConfig {
         backoff_max: StdDuration::from_secs(1),
         limits: Limits::DEFAULT,
         info_required: false,
+        // The fake servers here answer as the scripts' servers do.
+        commands: redlock_core::Commands::Scripts,
         delivery_grace: StdDuration::from_millis(20),
     }
 }
@@ -457,12 +460,12 @@ fn replies_past_the_read_limit_are_all_read() {
 const SCRIPT_LOADED: &[u8] = b"$40\r\nb70c2384248f88e6b75b9f89241a180f856ad852\r\n";
 const INFO: &[u8] = b"$37\r\nrun_id:fake\r\nuptime_in_seconds:9999\r\n\r\n";
 
-/// What a good server answers to the handshake: every `SCRIPT LOAD`
-/// and `INFO`.
+/// What a good server answers to the handshake: `INFO` and every
+/// `SCRIPT LOAD`.
 pub(super) fn handshake_ok() -> Vec<u8> {
     [
-        SCRIPT_LOADED.repeat(handshake::SCRIPTS.len()),
         INFO.to_vec(),
+        SCRIPT_LOADED.repeat(handshake::SCRIPTS.len()),
     ]
     .concat()
 }

@@ -473,6 +473,8 @@ impl<J: Job> State<J> {
                     conn.held = held;
                     conn.held.clear();
                 }
+                // `INFO` judged: the scripts the server needs, if any.
+                Ok(Event::Step) => conn.write_steps(),
                 Ok(_) => {}
                 Err(Close::Refused(why)) => {
                     // Fail closed: any error to the handshake, and the

@@ -35,6 +35,9 @@ impl Queue<u64> for SimOwed {
     fn pop_front(&mut self) -> Option<Entry<u64>> {
         self.0.pop_front()
     }
+    fn front(&self) -> Option<&Entry<u64>> {
+        self.0.front()
+    }
     fn len(&self) -> usize {
         self.0.len()
     }
@@ -69,6 +72,8 @@ pub(super) struct Conn {
 impl Conn {
     pub(super) fn new(hook: Option<fn(&mut SimSession)>) -> Conn {
         let plan = Plan {
+            // The simulated servers speak the scripts.
+            commands: redlock_core::Commands::Scripts,
             auth: false,
             select: false,
             info_required: false,

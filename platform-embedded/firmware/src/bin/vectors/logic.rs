@@ -1224,6 +1224,7 @@ fn reply(bytes: &[u8]) -> Result<Reply<'_>, Fail> {
 }
 
 const NO_GUARD: Plan = Plan {
+    commands: redlock_core::Commands::Scripts,
     auth: true,
     select: true,
     info_required: false,
@@ -1288,6 +1289,7 @@ fn handshake_other_steps() -> Outcome {
         Ok(Verdict::Info(ServerInfo {
             uptime_secs: Some(42),
             run_id: Some(b"abc"),
+            native: false,
         }))
     );
     let no_uptime = reply(b"$29\r\n# Server\r\nredis_version:7.2.4\r\n")?;
@@ -1323,15 +1325,16 @@ fn handshake_steps_and_twins() -> Outcome {
         &[
             Step::Auth,
             Step::Select,
+            Step::Info,
             Step::ScriptLoad,
             Step::ScriptLoad,
             Step::ScriptLoad,
             Step::ScriptLoad,
-            Step::ScriptLoad,
-            Step::Info
+            Step::ScriptLoad
         ][..]
     );
     let bare = Plan {
+        commands: redlock_core::Commands::Scripts,
         auth: false,
         select: false,
         info_required: false,

@@ -632,7 +632,8 @@ fn requests_wait_for_the_handshake_and_a_refusal_drops_them() {
             got.extend_from_slice(&buf[..n]);
         }
         let before = got.clone();
-        // The first SCRIPT LOAD is refused.
+        // `INFO` passes, the first SCRIPT LOAD is refused.
+        s.write_all(INFO).unwrap();
         s.write_all(b"-NOPERM no scripts for you\r\n").unwrap();
         while let Ok(n) = s.read(&mut buf) {
             if n == 0 {

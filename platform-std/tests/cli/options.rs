@@ -83,6 +83,7 @@ fn client_flags_are_checked_and_take_effect() {
             vec!["acquire", "--restart-guard", "0", "r"],
             "--restart-guard",
         ),
+        (vec!["acquire", "--commands", "lua", "r"], "--commands"),
         // Options a subcommand has no use for are unknown to it.
         (vec!["unlock", "--retries", "1", "r", "t"], "--retries"),
         (vec!["bench", "--retry-delay", "1s"], "--retry-delay"),
@@ -683,4 +684,51 @@ fn bench_async_runs_tasks_with_the_same_json() {
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("no cycles in {tasks}"));
     assert!(cycles > 0, "{tasks}");
+}
+
+/// `--commands native` refuses servers without native commands (Redis 7
+/// here) and says why; `--commands scripts` and the default work there.
+#[test]
+fn commands_native_refuses_a_server_without_them() {
+    let (_servers, list) = servers(3);
+    let out = run(redlock().args([
+        "acquire",
+        "--servers",
+        &list,
+        "--commands",
+        "native",
+        "--retries",
+        "0",
+        "cmd-native",
+    ]));
+    assert_ne!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).is_empty());
+    assert!(
+        stderr(&out).contains("no native commands"),
+        "{}",
+        stderr(&out)
+    );
+    for mode in ["scripts", "auto"] {
+        let out = run(redlock().args([
+            "acquire",
+            "--servers",
+            &list,
+            "--commands",
+            mode,
+            "cmd-native",
+        ]));
+        assert_eq!(code(&out), 0, "{mode}: {}", stderr(&out));
+        let token = stdout(&out);
+        let token = token.split_whitespace().next().unwrap().to_string();
+        let out = run(redlock().args([
+            "unlock",
+            "--servers",
+            &list,
+            "--commands",
+            mode,
+            "cmd-native",
+            &token,
+        ]));
+        assert_eq!(code(&out), 0, "{mode}: {}", stderr(&out));
+    }
 }

@@ -234,6 +234,9 @@ pub(crate) struct ClientOptions {
     pub(crate) tls_client: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// `--tls-server-name NAME`: the name certificates are checked against.
     pub(crate) tls_server_name: Option<String>,
+    /// `--commands auto|scripts|native`: which commands release, extend,
+    /// fenced acquisitions and inspect send.
+    pub(crate) commands: Option<redlock_std::Commands>,
 }
 
 /// The client options of subcommands that only read or release:
@@ -246,6 +249,7 @@ pub(crate) const SERVER_OPTIONS: &[&str] = &[
     "tls-cert",
     "tls-key",
     "tls-server-name",
+    "commands",
 ];
 
 /// The client options of subcommands that acquire one attempt at a time
@@ -258,6 +262,7 @@ pub(crate) const ONE_ATTEMPT_OPTIONS: &[&str] = &[
     "tls-cert",
     "tls-key",
     "tls-server-name",
+    "commands",
     "restart-guard",
 ];
 
@@ -271,6 +276,7 @@ pub(crate) const RETRYING_OPTIONS: &[&str] = &[
     "tls-cert",
     "tls-key",
     "tls-server-name",
+    "commands",
     "restart-guard",
     "retries",
     "retry-delay",
@@ -315,7 +321,17 @@ impl ClientOptions {
             }
             n => n.map(|n| n.trim().to_string()),
         };
+        let commands = match args.value("commands") {
+            None => None,
+            Some(v) => Some(redlock_std::Commands::from_name(v.trim()).ok_or_else(|| {
+                usage(format!(
+                    "--commands: {} is not auto, scripts or native",
+                    shown(v)
+                ))
+            })?),
+        };
         Ok(ClientOptions {
+            commands,
             tls_ca: file("tls-ca")?,
             tls_client,
             tls_server_name,
@@ -364,6 +380,9 @@ pub(crate) fn server_options_help() -> String {
   --tls-key FILE          the client certificate's private key (PEM)
   --tls-server-name NAME  check certificates against NAME instead of each
                           URL's host (servers reached by IP address)
+  --commands MODE         auto: native commands (no Lua) on servers that have
+                          them (Valkey 9.0+), scripts elsewhere; scripts;
+                          native: refuse servers without them (default auto)
 ",
         timeout(redlock_core::Duration::ZERO),
         timeout(redlock_core::Duration::MAX),

@@ -243,6 +243,9 @@ pub(crate) fn builder(servers: &[String], options: &ClientOptions) -> Builder {
     if let Some(guard) = options.restart_guard {
         b = b.restart_guard(Some(guard));
     }
+    if let Some(commands) = options.commands {
+        b = b.commands(commands);
+    }
     if let Some(ca) = &options.tls_ca {
         b = b.tls_ca_file(ca);
     }

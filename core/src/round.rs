@@ -854,6 +854,161 @@ mod tests {
         sent
     }
 
+    /// The bytes and reply count of the next request of `e`.
+    fn next(e: &mut Engine, s: &Subject<'_>) -> (heapless::Vec<u8, 1024>, u8) {
+        let mut buf = [0u8; 1024];
+        let t = e
+            .poll_transmit(Instant::ZERO, s, &mut buf)
+            .unwrap()
+            .unwrap();
+        (heapless::Vec::from_slice(&buf[..t.len]).unwrap(), t.replies)
+    }
+
+    /// [`next`], its request then answered with nil (so that the next
+    /// round has room).
+    fn next_answered(e: &mut Engine, s: &Subject<'_>) -> (heapless::Vec<u8, 1024>, u8) {
+        let sent = next(e, s);
+        e.handle_reply(ServerId(0), &Reply::Nil).unwrap();
+        sent
+    }
+
+    fn dialect_engine(d: crate::handshake::Dialect) -> Engine {
+        let mut servers = Servers::new(1).unwrap();
+        servers.set_dialect(ServerId(0), d);
+        Engine::for_servers(&servers, Duration::from_millis(10))
+    }
+
+    #[test]
+    fn native_requests_are_encoded_as_documented() {
+        use crate::handshake::Dialect;
+        let s = Subject {
+            resource: b"res",
+            token: b"tok",
+            #[cfg(feature = "mutants")]
+            bare_del_release: false,
+        };
+        let concat = |parts: &[&[&[u8]]]| {
+            let mut all = heapless::Vec::<u8, 1024>::new();
+            for p in parts {
+                all.extend_from_slice(&command(p)).unwrap();
+            }
+            all
+        };
+        let mut e = dialect_engine(Dialect::Native);
+        e.start_round(Request::Release);
+        assert_eq!(
+            next_answered(&mut e, &s),
+            (command(&[b"DELIFEQ", b"res", b"tok"]), 1)
+        );
+        e.start_round(Request::Extend(U64(2_000)));
+        assert_eq!(
+            next_answered(&mut e, &s),
+            (
+                command(&[b"SET", b"res", b"tok", b"IFEQ", b"tok", b"PX", b"2000"]),
+                1
+            )
+        );
+        e.start_round(Request::Inspect);
+        let want = concat(&[
+            &[b"MULTI"],
+            &[b"GET", b"res"],
+            &[b"PTTL", b"res"],
+            &[b"EXEC"],
+        ]);
+        assert_eq!(next_answered(&mut e, &s), (want, 4));
+        e.start_round(Request::FencedSet(U64(30)));
+        let want = concat(&[
+            &[b"MULTI"],
+            &[b"SET", b"res", b"tok", b"NX", b"PX", b"30"],
+            &[b"GET", b"res:fence"],
+            &[b"EXEC"],
+        ]);
+        assert_eq!(next_answered(&mut e, &s), (want, 4));
+        // The vote counted with counter 5: the fence 9 adds 4.
+        e.settle(ServerId(0), ServerOutcome::Ok, 5);
+        e.start_round(Request::FenceWrite(U64(9)));
+        assert_eq!(
+            next_answered(&mut e, &s),
+            (command(&[b"INCRBY", b"res:fence", b"4"]), 1)
+        );
+        // A server whose vote did not count gets no fence write.
+        e.start_round(Request::FencedSet(U64(30)));
+        let _ = next_answered(&mut e, &s);
+        e.settle(ServerId(0), ServerOutcome::Held, 5);
+        e.start_round(Request::FenceWrite(U64(9)));
+        assert!(
+            e.poll_transmit(Instant::ZERO, &s, &mut [0u8; 64])
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(e.report().get(ServerId(0)), Some(ServerOutcome::NotHeld));
+        // The operator's repair stays a script; `SET NX PX` has one form.
+        e.start_round(Request::Set(U64(7)));
+        assert_eq!(
+            next_answered(&mut e, &s),
+            (command(&[b"SET", b"res", b"tok", b"NX", b"PX", b"7"]), 1)
+        );
+    }
+
+    #[test]
+    fn auto_falls_back_to_the_script_on_a_plain_err_and_native_does_not() {
+        use crate::handshake::Dialect;
+        let s = Subject {
+            resource: b"res",
+            token: b"tok",
+            #[cfg(feature = "mutants")]
+            bare_del_release: false,
+        };
+        let unknown = Reply::Error(redlock_resp::ServerError::new(
+            b"ERR unknown command 'DELIFEQ'",
+        ));
+        let mut e = dialect_engine(Dialect::NativeOrScripts);
+        e.start_round(Request::Release);
+        let (first, _) = next(&mut e, &s);
+        assert!(first.starts_with(b"*3\r\n$7\r\nDELIFEQ"));
+        assert_eq!(
+            e.handle_reply(ServerId(0), &unknown),
+            Ok(Disposition::Ignored)
+        );
+        let (again, replies) = next(&mut e, &s);
+        assert!(again.windows(7).any(|w| w == b"EVALSHA"), "{again:?}");
+        assert_eq!(replies, 1);
+        assert_eq!(
+            e.handle_flag_reply(ServerId(0), &Reply::Integer(1)),
+            Ok(true)
+        );
+        assert_eq!(e.report().get(ServerId(0)), Some(ServerOutcome::Ok));
+        // Native only: the error is the answer.
+        let mut e = dialect_engine(Dialect::Native);
+        e.start_round(Request::Release);
+        let _ = next(&mut e, &s);
+        assert_eq!(e.handle_flag_reply(ServerId(0), &unknown), Ok(true));
+        assert_eq!(
+            e.report().get(ServerId(0)),
+            Some(ServerOutcome::ServerError(ErrorKind::Err))
+        );
+        assert!(!e.has_unsent());
+        // A `NOPERM` is not a missing command: no fallback either.
+        let mut e = dialect_engine(Dialect::NativeOrScripts);
+        e.start_round(Request::Extend(U64(5)));
+        let _ = next(&mut e, &s);
+        let denied = Reply::Error(redlock_resp::ServerError::new(b"NOPERM no"));
+        assert_eq!(e.handle_flag_reply(ServerId(0), &denied), Ok(true));
+        assert!(!e.has_unsent());
+        // Extend's native answers: `+OK`, or nil where the key is not ours.
+        for (reply, want) in [
+            (Reply::Simple(b"OK"), ServerOutcome::Ok),
+            (Reply::Nil, ServerOutcome::NotHeld),
+            (Reply::Integer(1), ServerOutcome::UnexpectedReply),
+        ] {
+            let mut e = dialect_engine(Dialect::Native);
+            e.start_round(Request::Extend(U64(5)));
+            let _ = next(&mut e, &s);
+            e.handle_flag_reply(ServerId(0), &reply).unwrap();
+            assert_eq!(e.report().get(ServerId(0)), Some(want), "{reply:?}");
+        }
+    }
+
     #[test]
     fn replies_to_earlier_rounds_are_stragglers() {
         let s = Subject {

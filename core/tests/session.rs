@@ -770,3 +770,78 @@ fn a_probe_waits_as_long_as_the_requests_it_follows_were_allowed() {
     assert_eq!(s.handle_reply(ms(4_011), &PROBE, no_twin), Ok(Event::Probe));
     assert!(s.is_ready());
 }
+
+/// A `MULTI` block is one request of four replies: the three before
+/// `EXEC`'s are `Event::Partial`, `EXEC`'s answers the request; the probe
+/// counts replies, so a block answered in full stays in step and a reply
+/// lost inside one is found.
+#[test]
+fn a_request_of_several_replies_is_answered_by_its_last() {
+    let queued = Reply::Simple(b"QUEUED");
+    let exec = Reply::Integer(7);
+    let mut s = ready_at(ms(0));
+    s.push_with_replies(ms(1), 1, ms(101), 4, &POLICY).unwrap();
+    s.push(ms(1), 2, ms(101), &POLICY).unwrap();
+    for reply in [Reply::Simple(b"OK"), queued.clone(), queued.clone()] {
+        assert_eq!(s.handle_reply(ms(2), &reply, no_twin), Ok(Event::Partial));
+    }
+    assert_eq!(s.handle_reply(ms(2), &exec, no_twin), Ok(Event::Reply(1)));
+    assert_eq!(s.handle_reply(ms(2), &exec, no_twin), Ok(Event::Reply(2)));
+    assert_eq!(
+        s.handle_reply(ms(2), &exec, no_twin),
+        Err(Close::Unsolicited)
+    );
+
+    // Overdue after one reply of a block: the probe follows the block's
+    // three other replies and the next request's.
+    let mut s = ready_at(ms(0));
+    s.push_with_replies(ms(1), 1, ms(41), 4, &POLICY).unwrap();
+    s.push(ms(1), 2, ms(41), &POLICY).unwrap();
+    assert_eq!(
+        s.handle_reply(ms(2), &Reply::Simple(b"OK"), no_twin),
+        Ok(Event::Partial)
+    );
+    assert_eq!(s.handle_timeout(ms(30)), None);
+    assert!(s.poll_probe());
+    s.probe_written(ms(30), &POLICY);
+    let mut in_step = s.clone();
+    for _ in 0..2 {
+        assert_eq!(
+            in_step.handle_reply(ms(31), &queued, no_twin),
+            Ok(Event::Partial)
+        );
+    }
+    assert_eq!(
+        in_step.handle_reply(ms(31), &exec, no_twin),
+        Ok(Event::Reply(1))
+    );
+    assert_eq!(
+        in_step.handle_reply(ms(31), &exec, no_twin),
+        Ok(Event::Reply(2))
+    );
+    assert_eq!(
+        in_step.handle_reply(ms(31), &PROBE, no_twin),
+        Ok(Event::Probe)
+    );
+    // One reply of the block lost: the probe's answer comes in the last
+    // request's place.
+    assert_eq!(s.handle_reply(ms(31), &queued, no_twin), Ok(Event::Partial));
+    assert_eq!(s.handle_reply(ms(31), &exec, no_twin), Ok(Event::Partial));
+    assert_eq!(s.handle_reply(ms(31), &exec, no_twin), Ok(Event::Reply(1)));
+    assert_eq!(
+        s.handle_reply(ms(31), &PROBE, no_twin),
+        Err(Close::OutOfStep)
+    );
+    // Closed: the next connection starts afresh.
+    let mut lost = Vec::new();
+    s.close(ms(5_000), Close::OutOfStep, &POLICY, |t| lost.push(t));
+    assert_eq!(lost, [2]);
+    s.connecting(ms(5_000), &POLICY);
+    s.connected(ms(5_000), &POLICY);
+    pass_handshake(&mut s, ms(5_000));
+    s.push(ms(5_001), 3, ms(5_100), &POLICY).unwrap();
+    assert_eq!(
+        s.handle_reply(ms(5_002), &exec, no_twin),
+        Ok(Event::Reply(3))
+    );
+}

@@ -782,7 +782,7 @@ fn a_request_of_several_replies_is_answered_by_its_last() {
     let mut s = ready_at(ms(0));
     s.push_with_replies(ms(1), 1, ms(101), 4, &POLICY).unwrap();
     s.push(ms(1), 2, ms(101), &POLICY).unwrap();
-    for reply in [Reply::Simple(b"OK"), queued.clone(), queued.clone()] {
+    for reply in [Reply::Simple(b"OK"), queued, queued] {
         assert_eq!(s.handle_reply(ms(2), &reply, no_twin), Ok(Event::Partial));
     }
     assert_eq!(s.handle_reply(ms(2), &exec, no_twin), Ok(Event::Reply(1)));

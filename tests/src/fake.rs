@@ -128,3 +128,106 @@ pub const CASES: [(&str, Behaviour); 6] = [
     ("silent", silent),
     ("deep nesting", deep_nesting),
 ];
+
+/// The handshake answers of a Valkey 9 (its `INFO` reports the native
+/// commands), then `rest` for every other command: each command read is
+/// answered in turn.
+fn as_valkey_9(c: &mut TcpStream, data: &[u8], rest: fn(&[u8]) -> Vec<u8>) {
+    let mut left = data;
+    while let Ok(redlock_core::redlock_resp::Status::Complete((_, used))) =
+        redlock_core::redlock_resp::parse_reply(left)
+    {
+        let command = &left[..used];
+        let has = |word: &[u8]| command.windows(word.len()).any(|w| w == word);
+        let answer = if has(b"INFO") {
+            let body = "# Server\r\nserver_name:valkey\r\nvalkey_version:9.1.2\r\n\
+                        run_id:fakefakefakefakefakefakefakefakefake9999\r\n\
+                        uptime_in_seconds:86400\r\n";
+            format!("${}\r\n{body}\r\n", body.len()).into_bytes()
+        } else if has(b"SCRIPT") || has(b"PING") {
+            crate::fake_answer(command, 9)
+        } else {
+            rest(command)
+        };
+        let _ = c.write_all(&answer);
+        left = &left[used..];
+    }
+}
+
+/// Says it is a Valkey 9, then `+OK` to every command: `DELIFEQ` wants an
+/// integer, `EXEC` an array.
+pub fn native_ok_to_all(c: &mut TcpStream, data: &[u8], _: &AtomicBool) {
+    as_valkey_9(c, data, |_| b"+OK\r\n".to_vec());
+}
+
+/// Says it is a Valkey 9, queues every `MULTI` block and aborts it (`EXEC`
+/// answers nil, as after a failed `WATCH`); 0 to the rest.
+pub fn native_exec_nil(c: &mut TcpStream, data: &[u8], _: &AtomicBool) {
+    as_valkey_9(c, data, |command| {
+        let has = |word: &[u8]| command.windows(word.len()).any(|w| w == word);
+        if has(b"MULTI") {
+            b"+OK\r\n".to_vec()
+        } else if has(b"EXEC") {
+            b"*-1\r\n".to_vec()
+        } else if command.starts_with(b"*3\r\n$3\r\nGET")
+            || command.starts_with(b"*2\r\n$3\r\nGET")
+            || has(b"NX")
+            || has(b"PTTL")
+        {
+            b"+QUEUED\r\n".to_vec()
+        } else {
+            b":0\r\n".to_vec()
+        }
+    });
+}
+
+/// Says it is a Valkey 9 and answers every command with `EXECABORT`.
+pub fn native_execabort(c: &mut TcpStream, data: &[u8], _: &AtomicBool) {
+    as_valkey_9(c, data, |_| {
+        b"-EXECABORT Transaction discarded because of previous errors.\r\n".to_vec()
+    });
+}
+
+/// Says it is a Valkey 9, then answers every command with an array of
+/// two integers (the shape of no native reply but `EXEC`'s, with the wrong
+/// types in it).
+pub fn native_wrong_arrays(c: &mut TcpStream, data: &[u8], _: &AtomicBool) {
+    as_valkey_9(c, data, |_| b"*2\r\n:1\r\n:1\r\n".to_vec());
+}
+
+/// Says it is a Valkey 9 but does not know the native commands: a plain
+/// `ERR unknown command` to everything (scripts included).
+pub fn native_unknown(c: &mut TcpStream, data: &[u8], _: &AtomicBool) {
+    as_valkey_9(c, data, |_| {
+        b"-ERR unknown command 'DELIFEQ', with args beginning with:\r\n".to_vec()
+    });
+}
+
+/// Says it is a Valkey 9 and answers a `MULTI` block with two replies
+/// instead of four (`+OK` and `EXEC`'s array): the stream falls out of
+/// step.
+pub fn native_short_block(c: &mut TcpStream, data: &[u8], _: &AtomicBool) {
+    as_valkey_9(c, data, |command| {
+        let has = |word: &[u8]| command.windows(word.len()).any(|w| w == word);
+        if has(b"MULTI") {
+            b"+OK\r\n".to_vec()
+        } else if has(b"EXEC") {
+            b"*2\r\n+OK\r\n$1\r\n7\r\n".to_vec()
+        } else if has(b"GET") || has(b"PTTL") || has(b"NX") {
+            Vec::new()
+        } else {
+            b":1\r\n".to_vec()
+        }
+    });
+}
+
+/// Bad servers that claim the native commands (Valkey 9 in `INFO`), by
+/// name: every client must survive them too.
+pub const NATIVE_CASES: [(&str, Behaviour); 6] = [
+    ("native: +OK to all", native_ok_to_all),
+    ("native: EXEC nil", native_exec_nil),
+    ("native: EXECABORT", native_execabort),
+    ("native: wrong arrays", native_wrong_arrays),
+    ("native: unknown command", native_unknown),
+    ("native: short MULTI block", native_short_block),
+];

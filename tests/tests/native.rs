@@ -348,3 +348,61 @@ fn a_server_replaced_by_an_older_one_gets_scripts_after_it_reconnects() {
     assert_eq!(calls(&servers[0], "delifeq"), 0);
     assert_eq!(script_calls(&servers[1]), 0, "the Valkeys still none");
 }
+
+/// Hostile servers that claim the native commands: each gets a typed
+/// outcome for every operation (never a vote, a release or a fence it did
+/// not earn), fast, and the real servers keep every operation working.
+#[test]
+fn hostile_servers_with_native_replies_fail_alone_and_fast() {
+    use redlock_tests::fake::{Fake, NATIVE_CASES};
+    let real = start(&[ServerKind::Valkey9; 4]);
+    // The resource's fence counters exist on the real servers (a fenced
+    // acquisition of a new resource needs every server's word).
+    let first = fenced(&real, Commands::Auto);
+    let lock = first.lock("native:hostile", TTL).unwrap();
+    first.unlock(&lock).unwrap();
+    for (name, behave) in NATIVE_CASES {
+        let fake = Fake::start(behave);
+        let mut urls: Vec<String> = real.iter().map(|s| s.addr().to_string()).collect();
+        urls.insert(2, fake.addr.clone());
+        let build = |fencing: bool| {
+            Client::builder()
+                .servers(&urls)
+                .fencing(fencing)
+                .request_timeout(Duration::from_millis(100))
+                .retry(0, Duration::ZERO)
+                .build()
+                .unwrap()
+        };
+        let (plain, fenced) = (build(false), build(true));
+        let not_ok = |what: &str, outcome: Option<ServerOutcome>| {
+            assert_ne!(outcome, Some(ServerOutcome::Ok), "{name}: {what}");
+        };
+        for round in 0..3 {
+            let started = std::time::Instant::now();
+            let mut lock = fenced
+                .lock("native:hostile", TTL)
+                .unwrap_or_else(|e| panic!("{name} round {round}: {e}"));
+            not_ok("fenced vote", lock.report().get(redlock_std::ServerId(2)));
+            plain
+                .extend(&mut lock, TTL)
+                .unwrap_or_else(|e| panic!("{name}: extend: {e}"));
+            let seen = plain.inspect("native:hostile").unwrap();
+            assert_eq!(
+                seen.majority_holder(),
+                Some(lock.token().as_bytes()),
+                "{name}"
+            );
+            let released = plain.unlock(&lock).unwrap();
+            if name != "native: short MULTI block" {
+                // (That one answers `:1` to `DELIFEQ` as a real server
+                // would: a claimed release, which nothing depends on.)
+                not_ok("release", released.report.get(redlock_std::ServerId(2)));
+            }
+            // The four real servers released.
+            assert!(released.report.count(ServerOutcome::Ok) >= 4, "{name}");
+            let took = started.elapsed();
+            assert!(took < Duration::from_secs(3), "{name} round {round}: {took:?}");
+        }
+    }
+}

@@ -722,3 +722,114 @@ fn a_release_lost_on_a_live_connection_is_sent_again() {
     }
     assert_eq!(c.net_mut().connects, [2, 1, 1], "one reconnect");
 }
+
+/// How many calls of `command` (lowercase) the server counted.
+fn calls(server: &RedisServer, command: &str) -> u64 {
+    let Value::Bulk(text) = server
+        .conn()
+        .unwrap()
+        .request(&[b"INFO", b"commandstats"])
+        .unwrap()
+    else {
+        panic!("INFO commandstats")
+    };
+    let text = String::from_utf8(text).unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+/// Every operation, fenced and not, on Valkey 9 (native commands, no
+/// script loaded or sent), on a mix with Valkey 8 and Redis 7 (scripts
+/// there), and with native only (refused by the older kinds).
+#[test]
+fn native_commands_where_the_server_has_them() {
+    use redlock_tests::ServerKind::{Redis, Valkey8, Valkey9};
+    for kinds in [[Valkey9; 3], [Valkey9, Valkey8, Redis]] {
+        let servers: Vec<RedisServer> = kinds
+            .iter()
+            .map(|&k| RedisServer::start_kind(k, &[]).unwrap())
+            .collect();
+        let mut fenced = config();
+        fenced.fencing = true;
+        for config in [config(), fenced] {
+            let mut c = client::<3>(addrs(&servers), config);
+            let mut last = 0;
+            for _ in 0..3 {
+                let mut lock = c.lock(b"emb-native", TTL).unwrap();
+                if config.fencing {
+                    let fence = lock.fence().unwrap();
+                    assert!(fence > last, "{kinds:?}: {fence} > {last}");
+                    last = fence;
+                }
+                c.extend(&mut lock, Duration::from_secs(20)).unwrap();
+                let token = lock.token().as_bytes().to_vec();
+                let seen = c.inspect(b"emb-native").unwrap();
+                assert_eq!(seen.majority_holder(), Some(&token[..]), "{kinds:?}");
+                let released = c.unlock(&lock).unwrap();
+                assert!(released.report.count(ServerOutcome::Ok) >= 2);
+                assert_eq!(holders(&servers, b"emb-native", &token), 0, "{kinds:?}");
+            }
+        }
+        for (s, kind) in servers.iter().zip(kinds) {
+            let scripts = calls(s, "evalsha") + calls(s, "eval");
+            if kind == Valkey9 {
+                assert_eq!(scripts + calls(s, "script|load"), 0, "{kind:?}");
+                assert!(calls(s, "delifeq") > 0 && calls(s, "multi") > 0);
+            } else {
+                assert!(scripts > 0, "{kind:?}");
+                assert_eq!(calls(s, "delifeq"), 0, "{kind:?}");
+            }
+        }
+    }
+    // Native only: the older kinds are refused at the handshake, and say so.
+    let servers: Vec<RedisServer> = [Valkey9, Valkey8, Redis]
+        .iter()
+        .map(|&k| RedisServer::start_kind(k, &[]).unwrap())
+        .collect();
+    let mut native = config();
+    native.commands = redlock_core::Commands::Native;
+    // One attempt: its report is of the handshakes themselves.
+    native.retry = redlock_core::Retry::NONE;
+    let mut c = client::<3>(addrs(&servers), native);
+    let err = c.lock(b"emb-native-only", TTL).unwrap_err();
+    let report = err.report().unwrap();
+    assert!(
+        report.count(ServerOutcome::Setup(SetupError::NoNative)) >= 1,
+        "{report:?}"
+    );
+    assert_eq!(calls(&servers[1], "script|load") + calls(&servers[2], "script|load"), 0);
+}
+
+/// Bad servers that claim the native commands, beside four real Valkey 9:
+/// each fails alone, and every operation still works.
+#[test]
+fn hostile_native_servers_fail_alone() {
+    let real: Vec<RedisServer> = (0..4)
+        .map(|_| RedisServer::start_kind(redlock_tests::ServerKind::Valkey9, &[]).unwrap())
+        .collect();
+    for (name, behave) in redlock_tests::fake::NATIVE_CASES {
+        let fake = Fake::start(behave);
+        let addrs = [
+            real[0].addr(),
+            real[1].addr(),
+            fake.addr.parse().unwrap(),
+            real[2].addr(),
+            real[3].addr(),
+        ];
+        let mut c = client::<5>(addrs, config());
+        for round in 0..3 {
+            let mut lock = c
+                .lock(b"emb-hostile-native", TTL)
+                .unwrap_or_else(|e| panic!("{name} round {round}: {e}"));
+            c.extend(&mut lock, TTL)
+                .unwrap_or_else(|e| panic!("{name} round {round}: extend: {e}"));
+            let token = lock.token().as_bytes().to_vec();
+            let seen = c.inspect(b"emb-hostile-native").unwrap();
+            assert_eq!(seen.majority_holder(), Some(&token[..]), "{name}");
+            let released = c.unlock(&lock).unwrap();
+            assert!(released.report.count(ServerOutcome::Ok) >= 4, "{name}");
+        }
+    }
+}

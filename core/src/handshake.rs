@@ -73,6 +73,11 @@ impl Commands {
     /// What a server gets in this mode: `native` is what its handshake
     /// learned (`None`: no handshake passed yet).
     pub fn dialect(self, native: Option<bool>) -> Dialect {
+        if !crate::NATIVE {
+            // Not built in: the scripts (a native-only client refuses every
+            // server at the handshake).
+            return Dialect::Scripts;
+        }
         match (self, native) {
             (Commands::Scripts, _) | (Commands::Auto, Some(false)) => Dialect::Scripts,
             (Commands::Native, _) => Dialect::Native,
@@ -324,7 +329,10 @@ impl<'a> ServerInfo<'a> {
                 if !v.is_empty() {
                     info.run_id = Some(v);
                 }
-            } else if let Some(v) = line.strip_prefix(b"valkey_version:") {
+            } else if let Some(v) = line
+                .strip_prefix(b"valkey_version:")
+                .filter(|_| crate::NATIVE)
+            {
                 // `major.minor.patch`: 9.0 or later.
                 let mut parts = v.split(|&b| b == b'.');
                 info.native = parts
@@ -378,7 +386,7 @@ pub fn judge<'a>(step: Step, reply: &Reply<'a>, plan: Plan) -> Result<Verdict<'a
         if step == Step::Info && plan.commands == Commands::Native && !plan.info_required {
             return Err(SetupError::NoNative);
         }
-        if step == Step::ScriptLoad && plan.commands == Commands::Auto {
+        if crate::NATIVE && step == Step::ScriptLoad && plan.commands == Commands::Auto {
             // Loaded only because the server has no native commands.
             return Err(SetupError::ScriptsDenied { kind: e.kind() });
         }
@@ -588,6 +596,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "native")]
     fn scripts_are_loaded_only_where_they_are_sent() {
         let plan = |commands| Plan {
             commands,
@@ -614,6 +623,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "native")]
     fn the_version_tells_the_native_commands() {
         let native = |text: &[u8]| ServerInfo::parse(text).native;
         assert!(native(
@@ -637,6 +647,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "native")]
     fn native_only_refuses_a_server_without_them() {
         let plan = Plan {
             commands: Commands::Native,

@@ -53,6 +53,9 @@ const _: () = {
     assert!(align_of::<Lock>() <= word);
 };
 
+/// Whether the native commands are built in (the `native` feature).
+pub(crate) const NATIVE: bool = cfg!(feature = "native");
+
 /// The suffix of the fence counter key: the counter of `resource` lives in
 /// the key `resource` + `FENCE_SUFFIX` on every server (F1).
 pub const FENCE_SUFFIX: &[u8] = round::FENCE_SUFFIX;

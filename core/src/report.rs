@@ -237,7 +237,11 @@ impl Servers {
     pub fn set_incarnation(&mut self, server: ServerId, started_at: Instant) {
         let bit = Self::bit(server.index());
         if let Some(s) = self.incarnation_start.get_mut(server.index()) {
-            if *s != started_at || self.known & bit == 0 {
+            // (Read by the native fence write only.)
+            if crate::NATIVE
+                && cfg!(feature = "fencing")
+                && (*s != started_at || self.known & bit == 0)
+            {
                 self.changed |= bit;
             }
             *s = started_at;
@@ -249,6 +253,9 @@ impl Servers {
     /// session's [`dialect`](crate::session::Session::dialect) when it
     /// makes an operation. Until then a server gets the scripts.
     pub fn set_dialect(&mut self, server: ServerId, dialect: Dialect) {
+        if !crate::NATIVE {
+            return;
+        }
         let bit = Self::bit(server.index());
         let (native, fallback) = match dialect {
             Dialect::Scripts => (false, false),

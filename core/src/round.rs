@@ -358,13 +358,15 @@ impl Engine {
     /// An engine for `servers`, each sent the commands its dialect says.
     pub(crate) fn for_servers(servers: &Servers, timeout: Duration) -> Engine {
         let mut engine = Engine::new(servers.len(), timeout);
-        engine.native = servers.native_masks();
+        if crate::NATIVE {
+            engine.native = servers.native_masks();
+        }
         engine
     }
 
     /// True when `server` is sent this round's request in its native form.
     pub(crate) fn is_native(&self, server: ServerId) -> bool {
-        self.slots().get(server.index()).is_some_and(|s| s.native)
+        crate::NATIVE && self.slots().get(server.index()).is_some_and(|s| s.native)
     }
 
     /// The invariant that lets [`has_unsent`](Engine::has_unsent) and
@@ -421,7 +423,7 @@ impl Engine {
             // The requests in flight are now of earlier rounds.
             slot.current = 0;
             slot.send = true;
-            slot.native = native & bit != 0;
+            slot.native = crate::NATIVE && native & bit != 0;
             // F1, native: the fence is written only where the fenced
             // acquire's vote counted (the key is ours there); see SPEC F1.
             if slot.native
@@ -484,14 +486,15 @@ impl Engine {
                 }
                 continue;
             }
-            let (len, replies) = if slot.native && !matches!(request, Request::FenceRaise(_)) {
-                encode_native(request, slot.base.0, subject, buf)?
-            } else {
-                (
-                    encode(request, script, slot.eval || force, subject, buf)?,
-                    1,
-                )
-            };
+            let (len, replies) =
+                if crate::NATIVE && slot.native && !matches!(request, Request::FenceRaise(_)) {
+                    encode_native(request, slot.base.0, subject, buf)?
+                } else {
+                    (
+                        encode(request, script, slot.eval || force, subject, buf)?,
+                        1,
+                    )
+                };
             slot.send = false;
             slot.deadline = now.saturating_add(timeout);
             // Below IN_FLIGHT: checked for room above.
@@ -535,7 +538,8 @@ impl Engine {
             return Ok(Disposition::Ignored);
         }
         if let Reply::Error(e) = reply {
-            if slot.native
+            if crate::NATIVE
+                && slot.native
                 && fallback
                 && e.kind() == ErrorKind::Err
                 && matches!(request, Request::Release | Request::Extend(_))
@@ -854,6 +858,7 @@ mod tests {
         sent
     }
 
+    #[cfg(feature = "native")]
     /// The bytes and reply count of the next request of `e`.
     fn next(e: &mut Engine, s: &Subject<'_>) -> (heapless::Vec<u8, 1024>, u8) {
         let mut buf = [0u8; 1024];
@@ -864,6 +869,7 @@ mod tests {
         (heapless::Vec::from_slice(&buf[..t.len]).unwrap(), t.replies)
     }
 
+    #[cfg(feature = "native")]
     /// [`next`], its request then answered with nil (so that the next
     /// round has room).
     fn next_answered(e: &mut Engine, s: &Subject<'_>) -> (heapless::Vec<u8, 1024>, u8) {
@@ -872,6 +878,7 @@ mod tests {
         sent
     }
 
+    #[cfg(feature = "native")]
     fn dialect_engine(d: crate::handshake::Dialect) -> Engine {
         let mut servers = Servers::new(1).unwrap();
         servers.set_dialect(ServerId(0), d);
@@ -879,6 +886,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "native")]
     fn native_requests_are_encoded_as_documented() {
         use crate::handshake::Dialect;
         let s = Subject {
@@ -951,6 +959,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "native")]
     fn auto_falls_back_to_the_script_on_a_plain_err_and_native_does_not() {
         use crate::handshake::Dialect;
         let s = Subject {

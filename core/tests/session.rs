@@ -626,13 +626,13 @@ fn a_growable_queue_keeps_each_request_s_own_time() {
 
 #[test]
 fn a_deadline_past_the_range_is_kept_at_its_end() {
-    // 2^48 µs (8.9 years) after the base at most: a longer one is cut
+    // 2^40 µs (12.7 days) after the base at most: a longer one is cut
     // there, never wrapped round to a near time.
     let mut s = ready_at(ms(0));
     let thirty_years = Duration::from_secs(30 * 365 * 24 * 3_600);
     s.push(ms(0), 1, ms(0).saturating_add(thirty_years), &POLICY)
         .unwrap();
-    let most = Duration::from_micros((1u64 << 48) - 1);
+    let most = Duration::from_micros((1u64 << 40) - 1);
     assert_eq!(s.poll_timeout(), Some(ms(0).saturating_add(most)));
 }
 
@@ -776,6 +776,7 @@ fn a_probe_waits_as_long_as_the_requests_it_follows_were_allowed() {
 /// counts replies, so a block answered in full stays in step and a reply
 /// lost inside one is found.
 #[test]
+#[cfg(feature = "native")]
 fn a_request_of_several_replies_is_answered_by_its_last() {
     let queued = Reply::Simple(b"QUEUED");
     let exec = Reply::Integer(7);

@@ -402,7 +402,10 @@ fn hostile_servers_with_native_replies_fail_alone_and_fast() {
             // The four real servers released.
             assert!(released.report.count(ServerOutcome::Ok) >= 4, "{name}");
             let took = started.elapsed();
-            assert!(took < Duration::from_secs(3), "{name} round {round}: {took:?}");
+            assert!(
+                took < Duration::from_secs(3),
+                "{name} round {round}: {took:?}"
+            );
         }
     }
 }

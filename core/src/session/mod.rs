@@ -245,7 +245,7 @@ pub struct Session<T, Q> {
     /// What the last `INFO` said: the server has the native commands.
     /// Kept when the connection closes (the best guess for requests made
     /// before the next handshake), learned again by every handshake.
-    native: Option<bool>,
+    native: Learned,
     plan: Plan,
     refused: Refusal,
     /// The probe of the stream's step (see [`poll_probe`](Session::poll_probe)).
@@ -279,6 +279,16 @@ pub struct Session<T, Q> {
 }
 
 /// Where the probe of a connection's step is.
+/// What the last `INFO` said of the native commands. (Not an
+/// `Option<bool>`: a session's initial bytes are all zero, so that a static
+/// client on an MCU is in `.bss`, not in flash.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Learned {
+    Unknown,
+    Scripts,
+    Native,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Probe {
     Idle,
@@ -312,7 +322,7 @@ impl<T, Q: Queue<T>> Session<T, Q> {
             run_id: [0; RUN_ID_LEN],
             run_id_len: 0,
             partial: 0,
-            native: None,
+            native: Learned::Unknown,
             owed,
             probe: Probe::Idle,
             #[cfg(feature = "mutants")]
@@ -362,7 +372,11 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     /// handshake learned of the server. The platform tells each operation
     /// (`Servers::set_dialect`) as it tells the incarnation.
     pub fn dialect(&self) -> Dialect {
-        self.plan.commands.dialect(self.native)
+        self.plan.commands.dialect(match self.native {
+            Learned::Unknown => None,
+            Learned::Scripts => Some(false),
+            Learned::Native => Some(true),
+        })
     }
 
     /// When the server's current process began (C2), from this connection's
@@ -409,7 +423,7 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         self.probe = Probe::Idle;
         self.run_id_len = 0;
         self.partial = 0;
-        self.native = None;
+        self.native = Learned::Unknown;
         while self.owed.pop_front().is_some() {}
     }
 
@@ -439,7 +453,7 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         // With `Commands::Auto`, the scripts to load are known once `INFO`
         // was judged (`judge` adds them then).
         let steps = match self.plan.commands {
-            Commands::Auto => handshake::steps_before_info(self.plan),
+            Commands::Auto if crate::NATIVE => handshake::steps_before_info(self.plan),
             _ => handshake::step_count(self.plan, false),
         };
         self.steps = steps.min(u8::MAX.into()) as u8;
@@ -462,7 +476,11 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         if self.state != State::Handshake || self.written >= self.steps {
             return None;
         }
-        handshake::step_and_script(self.plan, self.native == Some(true), self.written.into())
+        handshake::step_and_script(
+            self.plan,
+            self.native == Learned::Native,
+            self.written.into(),
+        )
     }
 
     /// The step [`poll_step`](Session::poll_step) returned was written.
@@ -612,15 +630,22 @@ impl<T, Q: Queue<T>> Session<T, Q> {
                 after: after.saturating_sub(1),
             };
         }
-        let more = self.owed.front().ok_or(Close::Unsolicited)?.more;
-        if self.partial < more {
-            // A reply of a `MULTI` block before its `EXEC`: `+OK`,
-            // `+QUEUED`, or an error (then `EXEC` answers an error too, and
-            // the request's answer is that error: fail closed either way).
-            self.partial = self.partial.saturating_add(1);
-            return Ok(Event::Partial);
+        let more = if crate::NATIVE {
+            self.owed.front().ok_or(Close::Unsolicited)?.more
+        } else {
+            0
+        };
+        if crate::NATIVE {
+            if self.partial < more {
+                // A reply of a `MULTI` block before its `EXEC`: `+OK`,
+                // `+QUEUED`, or an error (then `EXEC` answers an error too,
+                // and the request's answer is that error: fail closed
+                // either way).
+                self.partial = self.partial.saturating_add(1);
+                return Ok(Event::Partial);
+            }
+            self.partial = 0;
         }
-        self.partial = 0;
         let entry = self.owed.pop_front().ok_or(Close::Unsolicited)?;
         Ok(Event::Reply(entry.tag))
     }
@@ -656,13 +681,17 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     fn send_probe(&mut self, now: Instant, policy: &Policy) {
         // The replies the probe's follows: one per request, more for the
         // requests of several, less those of the oldest taken already.
-        let mut replies = 0usize;
-        self.owed.for_each(|e| {
-            replies = replies
-                .saturating_add(usize::from(e.more))
-                .saturating_add(1)
-        });
-        let replies = replies.saturating_sub(usize::from(self.partial));
+        let replies = if crate::NATIVE {
+            let mut replies = 0usize;
+            self.owed.for_each(|e| {
+                replies = replies
+                    .saturating_add(usize::from(e.more))
+                    .saturating_add(1);
+            });
+            replies.saturating_sub(usize::from(self.partial))
+        } else {
+            self.owed.len()
+        };
         self.probe = Probe::Sent {
             after: u16::try_from(replies).unwrap_or(u16::MAX),
         };
@@ -677,7 +706,7 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         reply: &Reply<'_>,
         twin: &mut dyn FnMut(&[u8]) -> Option<ServerId>,
     ) -> Result<Event<T>, Close> {
-        let native = self.native == Some(true);
+        let native = self.native == Learned::Native;
         let step =
             handshake::step(self.plan, native, self.judged.into()).ok_or(Close::Unsolicited)?;
         self.judged = self.judged.saturating_add(1);
@@ -700,10 +729,16 @@ impl<T, Q: Queue<T>> Session<T, Q> {
                 // Learned again on every connection: a server may have
                 // been replaced by an older one. The scripts it needs are
                 // loaded after this step.
-                self.native = Some(info.native);
-                if self.plan.commands == Commands::Auto {
-                    let steps = handshake::step_count(self.plan, info.native);
-                    self.steps = steps.min(u8::MAX.into()) as u8;
+                if crate::NATIVE {
+                    self.native = if info.native {
+                        Learned::Native
+                    } else {
+                        Learned::Scripts
+                    };
+                    if self.plan.commands == Commands::Auto {
+                        let steps = handshake::step_count(self.plan, info.native);
+                        self.steps = steps.min(u8::MAX.into()) as u8;
+                    }
                 }
             }
             Err(why) => return Err(Close::Refused(why)),

@@ -11,27 +11,27 @@ pub struct Entry<T> {
     pub tag: T,
     /// Written: its deadline, in microseconds after the session's `base`.
     /// Held behind the handshake: the microseconds it is allowed from when
-    /// the handshake passes. 48 bits (8.9 years), in two parts, the high
-    /// one in what would be padding after a `u16` tag: no deadline is ever
-    /// too far to keep exactly, so `base` never has to move under waiting
-    /// entries.
+    /// the handshake passes. 40 bits (12.7 days), in two parts, the high
+    /// one in what would be padding after a `u16` tag: no request's
+    /// deadline is that far, so `base` never has to move under waiting
+    /// entries (a farther one is kept as 12.7 days).
     due_low: u32,
-    due_high: u16,
+    due_high: u8,
     /// Replies the request has before its answer (a `MULTI` block's `+OK`
     /// and `+QUEUED`s); 0 for a plain command.
     pub(super) more: u8,
 }
 
 impl<T> Entry<T> {
-    /// The largest `due`: 2^48 - 1 microseconds.
-    const MAX_DUE: u64 = (1 << 48) - 1;
+    /// The largest `due`: 2^40 - 1 microseconds.
+    const MAX_DUE: u64 = (1 << 40) - 1;
 
     pub(super) fn new(tag: T, due: Duration) -> Self {
         let due = due.as_micros().min(Self::MAX_DUE);
         Entry {
             tag,
             due_low: due as u32,
-            due_high: (due >> 32) as u16,
+            due_high: (due >> 32) as u8,
             more: 0,
         }
     }

@@ -799,7 +799,10 @@ fn native_commands_where_the_server_has_them() {
         report.count(ServerOutcome::Setup(SetupError::NoNative)) >= 1,
         "{report:?}"
     );
-    assert_eq!(calls(&servers[1], "script|load") + calls(&servers[2], "script|load"), 0);
+    assert_eq!(
+        calls(&servers[1], "script|load") + calls(&servers[2], "script|load"),
+        0
+    );
 }
 
 /// Bad servers that claim the native commands, beside four real Valkey 9:

@@ -94,6 +94,7 @@ pub extern "C" fn _start() -> ! {
 /// The handshake's plan and the verdict on each of its replies.
 fn judge_handshake(input: &[u8]) -> usize {
     let plan = Plan {
+        commands: black_box(redlock_core::Commands::Auto),
         auth: black_box(true),
         select: black_box(true),
         info_required: black_box(true),

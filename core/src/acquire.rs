@@ -292,9 +292,6 @@ impl<R: AsRef<[u8]>> Acquire<R> {
                     // servers, conditional on the key still holding our token.
                     let fence = u64::try_from(t.max_value).unwrap_or(0).saturating_add(1);
                     self.phase = Phase::Fencing(U64(fence));
-                    // The native fence write counts only on the process
-                    // that voted (SPEC F1).
-                    self.servers.mark_incarnations();
                     self.engine.start_round(Request::FenceWrite(U64(fence)));
                     return;
                 }
@@ -488,6 +485,15 @@ impl<R: AsRef<[u8]>> Operation for Acquire<R> {
     ) -> Result<(), Unsolicited> {
         if self.engine.handle_reply(server, &reply)? == Disposition::Current {
             let (outcome, value) = self.classify_reply(server, &reply, now);
+            if FENCING
+                && outcome == ServerOutcome::Ok
+                && matches!(self.engine.request(), Request::FencedSet(_))
+            {
+                // The native fence write counts only on the process that
+                // voted (SPEC F1): from its vote on, a change of this
+                // server's incarnation is noticed.
+                self.servers.mark_incarnation(server.index());
+            }
             match outcome {
                 ServerOutcome::Restarted => rl_log!(
                     info,

@@ -157,7 +157,7 @@ pub struct Servers {
     /// Bit i: server i gets the native commands ([`Dialect`]).
     native: u16,
     /// Bit i: server i's incarnation was set to another value since
-    /// [`mark_incarnations`](Servers::mark_incarnations).
+    /// [`mark_incarnation`](Servers::mark_incarnation).
     changed: u16,
     /// Bit i: a native release or extend that server i answers with a plain
     /// `ERR` is sent again as the script ([`Dialect::NativeOrScripts`]).
@@ -275,13 +275,14 @@ impl Servers {
     }
 
     /// From now on, [`same_incarnation`](Servers::same_incarnation) tells
-    /// whether a server's incarnation stays as it is now.
-    pub(crate) fn mark_incarnations(&mut self) {
-        self.changed = 0;
+    /// whether `server`'s incarnation stays as it is now (marked when its
+    /// vote is counted).
+    pub(crate) fn mark_incarnation(&mut self, server: usize) {
+        self.changed &= !Self::bit(server);
     }
 
     /// True when `server`'s incarnation is known and was not set to
-    /// another since [`mark_incarnations`](Servers::mark_incarnations)
+    /// another since [`mark_incarnation`](Servers::mark_incarnation)
     /// (every request goes on a connection whose incarnation the platform
     /// sets first: a new connection computes its own, so this is also false
     /// after a reconnect to the same process, which is the safe side).

@@ -426,12 +426,15 @@ impl Engine {
             slot.native = crate::NATIVE && native & bit != 0;
             // F1, native: the fence is written only where the fenced
             // acquire's vote counted (the key is ours there); see SPEC F1.
+            // The others keep what they answered to the vote (held by
+            // another, timed out, not counted, or still awaited: then it
+            // times out), so that the report and the failure's kind say
+            // why.
             if slot.native
                 && matches!(request, Request::FenceWrite(_))
                 && slot.outcome != ServerOutcome::Ok
             {
                 slot.send = false;
-                slot.outcome = ServerOutcome::NotHeld;
             } else {
                 slot.outcome = ServerOutcome::Pending;
             }
@@ -713,6 +716,10 @@ impl Engine {
             }
             let count = match s.outcome {
                 ServerOutcome::Ok => &mut t.ok,
+                // Not asked this round, and never to be (a native fence
+                // write skips a server whose vote did not count): it cannot
+                // help the majority, and is not a failure of its own.
+                ServerOutcome::Pending if !s.send && s.current == 0 => continue,
                 ServerOutcome::Pending => &mut t.pending,
                 ServerOutcome::Held => &mut t.held,
                 ServerOutcome::NotHeld => &mut t.not_held,
@@ -949,7 +956,7 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
-        assert_eq!(e.report().get(ServerId(0)), Some(ServerOutcome::NotHeld));
+        assert_eq!(e.report().get(ServerId(0)), Some(ServerOutcome::Held));
         // The operator's repair stays a script; `SET NX PX` has one form.
         e.start_round(Request::Set(U64(7)));
         assert_eq!(

@@ -69,6 +69,23 @@ pub struct FenceRepair<R> {
     resource: R,
     engine: Engine,
     outcome_taken: bool,
+    /// The floor.
+    floor: U64,
+}
+
+impl<R> FenceRepair<R> {
+    /// Once every server answered the first step: the native servers whose
+    /// counter was below the floor get `INCRBY counter (floor - read)`
+    /// (counters only rise: it ends at the floor or above).
+    fn top_up(&mut self) {
+        if crate::NATIVE
+            && matches!(self.engine.request(), Request::FenceRaise(_))
+            && self.engine.tally().pending == 0
+            && self.engine.pending() > 0
+        {
+            self.engine.start_round(Request::FenceTopUp(self.floor));
+        }
+    }
 }
 
 impl<R: AsRef<[u8]>> FenceRepair<R> {
@@ -81,14 +98,17 @@ impl<R: AsRef<[u8]>> FenceRepair<R> {
         floor: u64,
         timeout: Duration,
     ) -> FenceRepair<R> {
-        let mut engine = Engine::new(servers.len(), timeout);
-        // Sent as EVAL: the script is not loaded by the handshake.
+        // The script as EVAL (it is not loaded by the handshake); on a
+        // server with the native commands, `GET` the counter, then
+        // `INCRBY` where it is below the floor (`top_up`).
+        let mut engine = Engine::for_servers(servers, timeout);
         engine.start_round_eval(Request::FenceRaise(U64(floor)));
         FenceRepair {
             config: *config,
             resource,
             engine,
             outcome_taken: false,
+            floor: U64(floor),
         }
     }
 }
@@ -117,32 +137,45 @@ impl<R: AsRef<[u8]>> Operation for FenceRepair<R> {
         reply: Reply<'_>,
     ) -> Result<(), Unsolicited> {
         if self.engine.handle_reply(server, &reply)? == Disposition::Current {
-            let floor = match self.engine.request() {
-                Request::FenceRaise(floor) => floor.0,
-                _ => u64::MAX,
+            let floor = self.floor.0;
+            let read = matches!(self.engine.request(), Request::FenceRaise(_))
+                && self.engine.is_native(server);
+            // The script's and `INCRBY`'s answer: the counter afterwards, a
+            // bulk string or an integer; the `GET` of the native first
+            // step: the counter, or nil.
+            let counter = match reply {
+                Reply::Integer(c) if !read => u64::try_from(c).ok(),
+                Reply::Nil if read => Some(0),
+                ref r => r.as_bytes().and_then(parse_u64),
             };
-            let counter = reply.as_bytes().and_then(parse_u64);
             let (outcome, value) = match counter {
                 Some(c) if c >= floor => (ServerOutcome::Ok, i64::try_from(c).unwrap_or(i64::MAX)),
+                // Below the floor: raised in the second step (kept pending
+                // until then, with what it read).
+                Some(c) if read => (ServerOutcome::Pending, i64::try_from(c).unwrap_or(0)),
                 Some(_) => (ServerOutcome::UnexpectedReply, 0),
                 None => (outcome_of_other(&reply), 0),
             };
             self.engine.settle(server, outcome, value);
+            self.top_up();
         }
         Ok(())
     }
 
     fn handle_connection_error(&mut self, now: Instant, server: ServerId) {
         self.engine.handle_connection_error(now, server);
+        self.top_up();
     }
 
     fn handle_setup_error(&mut self, _now: Instant, server: ServerId, error: SetupError) {
         self.engine
             .server_unusable(server, ServerOutcome::Setup(error));
+        self.top_up();
     }
 
     fn handle_timeout(&mut self, now: Instant) {
         self.engine.handle_timeout(now);
+        self.top_up();
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

@@ -73,6 +73,9 @@ pub(crate) enum Request {
     Inspect,
     /// F1 repair: raise the fence counter to at least this value.
     FenceRaise(U64),
+    /// F1 repair, native, second step: `INCRBY counter (floor - read)` on
+    /// the servers whose counter the first (`GET`) found below the floor.
+    FenceTopUp(U64),
 }
 
 impl Request {
@@ -89,6 +92,7 @@ impl Request {
             Request::Extend(_) => Some(&script::EXTEND),
             Request::Inspect => Some(&script::INSPECT),
             Request::FenceRaise(_) => Some(&script::FENCE_RAISE),
+            Request::FenceTopUp(_) => None,
         }
     }
 }
@@ -182,9 +186,23 @@ fn encode_native(
             Ok((cmd.finish()?, 1))
         }
         // `SET NX PX` has one form; the operator's repair stays a script.
-        Request::Set(_) | Request::FenceRaise(_) => {
-            encode(request, request.script(), true, s, buf).map(|len| (len, 1))
+        // F1 repair, first step: the counter (raised in a second step
+        // where it is below the floor: `FenceTopUp`).
+        Request::FenceRaise(_) => {
+            let mut cmd = Command::new(buf, 2);
+            cmd.arg(b"GET").arg_parts(&[s.resource, FENCE_SUFFIX]);
+            Ok((cmd.finish()?, 1))
         }
+        Request::FenceTopUp(floor) => {
+            let from = u64::try_from(base).unwrap_or(0);
+            let mut cmd = Command::new(buf, 3);
+            cmd.arg(b"INCRBY")
+                .arg_parts(&[s.resource, FENCE_SUFFIX])
+                .arg_uint(floor.0.saturating_sub(from));
+            Ok((cmd.finish()?, 1))
+        }
+        // `SET NX PX` has one form.
+        Request::Set(_) => encode(request, None, false, s, buf).map(|len| (len, 1)),
     }
 }
 
@@ -221,7 +239,7 @@ fn encode(
         Request::Extend(_) => (NUMKEYS | KEY | TOKEN | NUMBER, 6),
         Request::Release => (NUMKEYS | KEY | TOKEN, 5),
         // The counter key is the only key.
-        Request::FenceRaise(_) => (NUMKEYS | FENCE_KEY | NUMBER, 5),
+        Request::FenceRaise(_) | Request::FenceTopUp(_) => (NUMKEYS | FENCE_KEY | NUMBER, 5),
         Request::Inspect => (NUMKEYS | KEY, 4),
     };
     let number = match request {
@@ -229,7 +247,8 @@ fn encode(
         | Request::FencedSet(n)
         | Request::FenceWrite(n)
         | Request::Extend(n)
-        | Request::FenceRaise(n) => n.0,
+        | Request::FenceRaise(n)
+        | Request::FenceTopUp(n) => n.0,
         Request::Release | Request::Inspect => 0,
     };
     let has = |part: u8| layout & part != 0;
@@ -430,15 +449,21 @@ impl Engine {
             // another, timed out, not counted, or still awaited: then it
             // times out), so that the report and the failure's kind say
             // why.
-            if slot.native
-                && matches!(request, Request::FenceWrite(_))
-                && slot.outcome != ServerOutcome::Ok
-            {
-                slot.send = false;
-            } else {
-                slot.outcome = ServerOutcome::Pending;
-            }
+            // (A native fence top-up goes only where the repair's first step
+            // found the counter below the floor: its other servers keep
+            // their outcome and counter.)
+            let keep = match request {
+                Request::FenceWrite(_) => slot.native && slot.outcome != ServerOutcome::Ok,
+                Request::FenceTopUp(_) => !slot.native || slot.outcome != ServerOutcome::Pending,
+                _ => false,
+            };
             slot.base = slot.value;
+            if keep {
+                slot.send = false;
+                bit = bit.wrapping_shl(1);
+                continue;
+            }
+            slot.outcome = ServerOutcome::Pending;
             slot.value = I64(0);
             slot.resent = false;
             bit = bit.wrapping_shl(1);
@@ -489,15 +514,14 @@ impl Engine {
                 }
                 continue;
             }
-            let (len, replies) =
-                if crate::NATIVE && slot.native && !matches!(request, Request::FenceRaise(_)) {
-                    encode_native(request, slot.base.0, subject, buf)?
-                } else {
-                    (
-                        encode(request, script, slot.eval || force, subject, buf)?,
-                        1,
-                    )
-                };
+            let (len, replies) = if crate::NATIVE && slot.native {
+                encode_native(request, slot.base.0, subject, buf)?
+            } else {
+                (
+                    encode(request, script, slot.eval || force, subject, buf)?,
+                    1,
+                )
+            };
             slot.send = false;
             slot.deadline = now.saturating_add(timeout);
             // Below IN_FLIGHT: checked for room above.
@@ -957,7 +981,20 @@ mod tests {
                 .is_none()
         );
         assert_eq!(e.report().get(ServerId(0)), Some(ServerOutcome::Held));
-        // The operator's repair stays a script; `SET NX PX` has one form.
+        // The operator's repair: `GET`, then `INCRBY` by what the floor
+        // lacks where the counter was below it.
+        e.start_round(Request::FenceRaise(U64(100)));
+        assert_eq!(
+            next_answered(&mut e, &s),
+            (command(&[b"GET", b"res:fence"]), 1)
+        );
+        e.settle(ServerId(0), ServerOutcome::Pending, 40);
+        e.start_round(Request::FenceTopUp(U64(100)));
+        assert_eq!(
+            next_answered(&mut e, &s),
+            (command(&[b"INCRBY", b"res:fence", b"60"]), 1)
+        );
+        // `SET NX PX` has one form.
         e.start_round(Request::Set(U64(7)));
         assert_eq!(
             next_answered(&mut e, &s),

@@ -409,3 +409,57 @@ fn hostile_servers_with_native_replies_fail_alone_and_fast() {
         }
     }
 }
+
+/// The operator's fence repair without Lua: on Valkey 9 a user denied
+/// `@scripting` raises the counters (`GET`, then `INCRBY` where below the
+/// floor; never lowered), in native-only mode too; the next fence is above
+/// the floor.
+#[test]
+fn fence_repair_without_scripts() {
+    let servers = start(&[ServerKind::Valkey9; 3]);
+    for s in &servers {
+        no_scripting_user(s);
+    }
+    // One server already above the floor, one below, one without a counter.
+    let counter = b"native:repair:fence";
+    for commands in [Commands::Auto, Commands::Native] {
+        for (s, value) in servers.iter().zip([&b"500"[..], b"7", b""]) {
+            let mut conn = s.conn().unwrap();
+            conn.request(&[b"DEL", counter]).unwrap();
+            if !value.is_empty() {
+                conn.request(&[b"SET", counter, value]).unwrap();
+            }
+        }
+        let c = Client::builder()
+            .servers(
+                servers
+                    .iter()
+                    .map(|s| format!("redis://locker:pw@{}", s.addr())),
+            )
+            .commands(commands)
+            .fencing(true)
+            .build()
+            .unwrap();
+        let repaired = c.fence_repair("native:repair", 100).unwrap();
+        assert_eq!(repaired.counter, 500, "{commands:?}: the highest counter");
+        let values: Vec<Value> = servers
+            .iter()
+            .map(|s| s.conn().unwrap().request(&[b"GET", counter]).unwrap())
+            .collect();
+        assert_eq!(
+            values,
+            [
+                Value::Bulk(b"500".to_vec()),
+                Value::Bulk(b"100".to_vec()),
+                Value::Bulk(b"100".to_vec())
+            ],
+            "{commands:?}"
+        );
+        let lock = c.lock("native:repair", TTL).unwrap();
+        assert!(lock.fence().unwrap() > 100, "{commands:?}");
+        c.unlock(&lock).unwrap();
+    }
+    for s in &servers {
+        assert_eq!(script_calls(s), 0);
+    }
+}

@@ -73,6 +73,10 @@ impl Commands {
     /// What a server gets in this mode: `native` is what its handshake
     /// learned (`None`: no handshake passed yet).
     pub fn dialect(self, native: Option<bool>) -> Dialect {
+        if !crate::SCRIPTS {
+            // Not built in: every mode is native only.
+            return Dialect::Native;
+        }
         if !crate::NATIVE {
             // Not built in: the scripts (a native-only client refuses every
             // server at the handshake).
@@ -211,7 +215,11 @@ impl core::error::Error for SetupError {}
 /// feature; without it, those of a lock client that does not fence
 /// (release, extend, inspect), so that a firmware does not carry the fenced
 /// scripts' sources.
-pub const SCRIPTS: &[Script] = if cfg!(feature = "fencing") {
+///
+/// None in a build without the scripts (`native` without `scripts`).
+pub const SCRIPTS: &[Script] = if !crate::SCRIPTS {
+    &[]
+} else if cfg!(feature = "fencing") {
     &script::ALL
 } else {
     &[script::RELEASE, script::EXTEND, script::INSPECT]
@@ -377,13 +385,15 @@ pub enum Verdict<'a> {
 /// a [`SetupError`], except to `INFO` while the restart guard is off (then
 /// nothing needs it).
 pub fn judge<'a>(step: Step, reply: &Reply<'a>, plan: Plan) -> Result<Verdict<'a>, SetupError> {
+    // A build without the scripts is native only, whatever the plan says.
+    let native_only = plan.commands == Commands::Native || !crate::SCRIPTS;
     if let Reply::Error(e) = reply {
-        if step == Step::Info && !plan.info_required && plan.commands != Commands::Native {
+        if step == Step::Info && !plan.info_required && !native_only {
             // Neither the restart guard nor the choice of commands needs
             // it: a server of unknown version gets the scripts.
             return Ok(Verdict::Info(ServerInfo::default()));
         }
-        if step == Step::Info && plan.commands == Commands::Native && !plan.info_required {
+        if step == Step::Info && native_only && !plan.info_required {
             return Err(SetupError::NoNative);
         }
         if crate::NATIVE && step == Step::ScriptLoad && plan.commands == Commands::Auto {
@@ -403,7 +413,7 @@ pub fn judge<'a>(step: Step, reply: &Reply<'a>, plan: Plan) -> Result<Verdict<'a
             if plan.info_required && info.uptime_secs.is_none() {
                 return Err(SetupError::NoUptime);
             }
-            if plan.commands == Commands::Native && !info.native {
+            if native_only && !info.native {
                 return Err(SetupError::NoNative);
             }
             Ok(Verdict::Info(info))
@@ -475,6 +485,7 @@ mod tests {
     };
 
     #[test]
+    #[cfg(any(feature = "scripts", not(feature = "native")))]
     fn every_error_fails_the_handshake() {
         let err = Reply::Error(ServerError::new(b"ERR DB index is out of range"));
         for step in [Step::Auth, Step::Select, Step::ScriptLoad] {
@@ -531,6 +542,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(any(feature = "scripts", not(feature = "native")))]
     fn info_without_uptime_fails_only_with_the_guard() {
         let info = Reply::Bulk(b"# Server\r\nredis_version:7.0.0\r\n");
         assert_eq!(judge(Step::Info, &info, GUARD), Err(SetupError::NoUptime));
@@ -550,6 +562,22 @@ mod tests {
             b"uptime_in_seconds:1x",
         ] {
             assert_eq!(ServerInfo::parse(bad).uptime_secs, None);
+        }
+    }
+
+    /// A build without the scripts refuses a server without the native
+    /// commands in every mode.
+    #[test]
+    #[cfg(all(feature = "native", not(feature = "scripts")))]
+    fn a_build_without_scripts_is_native_only() {
+        let old = Reply::Bulk(b"redis_version:7.0.15\r\nuptime_in_seconds:5\r\n");
+        for commands in [Commands::Auto, Commands::Scripts, Commands::Native] {
+            let plan = Plan {
+                commands,
+                ..NO_GUARD
+            };
+            assert_eq!(judge(Step::Info, &old, plan), Err(SetupError::NoNative));
+            assert_eq!(step_count(plan, false), 3, "AUTH, SELECT, INFO");
         }
     }
 
@@ -581,6 +609,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(any(feature = "scripts", not(feature = "native")))]
     fn the_plan_has_every_script() {
         let plan = Plan {
             commands: Commands::Scripts,

@@ -56,6 +56,10 @@ const _: () = {
 /// Whether the native commands are built in (the `native` feature).
 pub(crate) const NATIVE: bool = cfg!(feature = "native");
 
+/// Whether the scripts are built in: the `scripts` feature, or a build
+/// without the native commands (the scripts are then all there is).
+pub(crate) const SCRIPTS: bool = cfg!(feature = "scripts") || !NATIVE;
+
 /// The suffix of the fence counter key: the counter of `resource` lives in
 /// the key `resource` + `FENCE_SUFFIX` on every server (F1).
 pub const FENCE_SUFFIX: &[u8] = round::FENCE_SUFFIX;

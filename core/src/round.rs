@@ -84,6 +84,10 @@ impl Request {
     // firmware without fence repair has no FENCE_RAISE).
     #[inline(always)]
     fn script(self) -> Option<&'static Script> {
+        if !crate::SCRIPTS {
+            // Not built in: every request goes in its native form.
+            return None;
+        }
         match self {
             Request::Set(_) => None,
             Request::FencedSet(_) => Some(&script::FENCED_ACQUIRE),
@@ -156,7 +160,7 @@ fn encode_native(
         ),
         // F1, first step: the vote and the counter at one instant, as the
         // script's `{set, counter}`.
-        Request::FencedSet(ttl) => block(
+        Request::FencedSet(ttl) if cfg!(feature = "fencing") => block(
             buf,
             &|b| {
                 let mut cmd = Command::new(b, 6);
@@ -177,7 +181,7 @@ fn encode_native(
         // F1, second step: the counter raised by what takes it from the
         // value this server reported to the fence (SPEC F1: counters only
         // rise, so it ends at the fence or above).
-        Request::FenceWrite(fence) => {
+        Request::FenceWrite(fence) if cfg!(feature = "fencing") => {
             let from = u64::try_from(base).unwrap_or(0);
             let mut cmd = Command::new(buf, 3);
             cmd.arg(b"INCRBY")
@@ -201,8 +205,11 @@ fn encode_native(
                 .arg_uint(floor.0.saturating_sub(from));
             Ok((cmd.finish()?, 1))
         }
-        // `SET NX PX` has one form.
-        Request::Set(_) => encode(request, None, false, s, buf).map(|len| (len, 1)),
+        // `SET NX PX` has one form (and a build without fencing never
+        // sends the fenced requests).
+        Request::Set(_) | Request::FencedSet(_) | Request::FenceWrite(_) => {
+            encode(request, None, false, s, buf).map(|len| (len, 1))
+        }
     }
 }
 
@@ -442,7 +449,7 @@ impl Engine {
             // The requests in flight are now of earlier rounds.
             slot.current = 0;
             slot.send = true;
-            slot.native = crate::NATIVE && native & bit != 0;
+            slot.native = crate::NATIVE && (!crate::SCRIPTS || native & bit != 0);
             // F1, native: the fence is written only where the fenced
             // acquire's vote counted (the key is ours there); see SPEC F1.
             // The others keep what they answered to the vote (held by
@@ -452,12 +459,17 @@ impl Engine {
             // (A native fence top-up goes only where the repair's first step
             // found the counter below the floor: its other servers keep
             // their outcome and counter.)
-            let keep = match request {
-                Request::FenceWrite(_) => slot.native && slot.outcome != ServerOutcome::Ok,
-                Request::FenceTopUp(_) => !slot.native || slot.outcome != ServerOutcome::Pending,
-                _ => false,
-            };
-            slot.base = slot.value;
+            let keep = crate::NATIVE
+                && match request {
+                    Request::FenceWrite(_) => slot.native && slot.outcome != ServerOutcome::Ok,
+                    Request::FenceTopUp(_) => {
+                        !slot.native || slot.outcome != ServerOutcome::Pending
+                    }
+                    _ => false,
+                };
+            if crate::NATIVE {
+                slot.base = slot.value;
+            }
             if keep {
                 slot.send = false;
                 bit = bit.wrapping_shl(1);
@@ -743,7 +755,7 @@ impl Engine {
                 // Not asked this round, and never to be (a native fence
                 // write skips a server whose vote did not count): it cannot
                 // help the majority, and is not a failure of its own.
-                ServerOutcome::Pending if !s.send && s.current == 0 => continue,
+                ServerOutcome::Pending if crate::NATIVE && !s.send && s.current == 0 => continue,
                 ServerOutcome::Pending => &mut t.pending,
                 ServerOutcome::Held => &mut t.held,
                 ServerOutcome::NotHeld => &mut t.not_held,
@@ -900,7 +912,7 @@ mod tests {
         (heapless::Vec::from_slice(&buf[..t.len]).unwrap(), t.replies)
     }
 
-    #[cfg(feature = "native")]
+    #[cfg(all(feature = "native", feature = "fencing"))]
     /// [`next`], its request then answered with nil (so that the next
     /// round has room).
     fn next_answered(e: &mut Engine, s: &Subject<'_>) -> (heapless::Vec<u8, 1024>, u8) {
@@ -917,7 +929,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg(feature = "native")]
+    #[cfg(all(feature = "native", feature = "fencing"))]
     fn native_requests_are_encoded_as_documented() {
         use crate::handshake::Dialect;
         let s = Subject {
@@ -1003,7 +1015,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg(feature = "native")]
+    #[cfg(all(feature = "native", feature = "scripts"))]
     fn auto_falls_back_to_the_script_on_a_plain_err_and_native_does_not() {
         use crate::handshake::Dialect;
         let s = Subject {
@@ -1060,6 +1072,30 @@ mod tests {
             e.handle_flag_reply(ServerId(0), &reply).unwrap();
             assert_eq!(e.report().get(ServerId(0)), Some(want), "{reply:?}");
         }
+    }
+
+    /// A build with `native` and without `scripts`: every request is
+    /// native whatever the servers' dialect says, and no script is linked.
+    #[test]
+    #[cfg(all(feature = "native", not(feature = "scripts")))]
+    fn a_build_without_scripts_sends_native_commands_only() {
+        use crate::handshake::{Commands, Dialect};
+        assert!(crate::handshake::SCRIPTS.is_empty());
+        for mode in [Commands::Auto, Commands::Scripts, Commands::Native] {
+            assert_eq!(mode.dialect(Some(false)), Dialect::Native);
+        }
+        let s = Subject {
+            resource: b"res",
+            token: b"tok",
+            #[cfg(feature = "mutants")]
+            bare_del_release: false,
+        };
+        let mut e = dialect_engine(Dialect::Scripts);
+        e.start_round_eval(Request::Release);
+        assert_eq!(
+            next(&mut e, &s),
+            (command(&[b"DELIFEQ", b"res", b"tok"]), 1)
+        );
     }
 
     #[test]
@@ -1127,6 +1163,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(any(feature = "scripts", not(feature = "native")))]
     fn every_request_is_encoded_as_documented() {
         let s = Subject {
             resource: b"res",

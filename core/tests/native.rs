@@ -2,6 +2,7 @@
 //! replies: which fence writes count, and what a failed one reports.
 //! (Found by a review: each failed before its fix.)
 
+#![cfg(all(feature = "native", feature = "fencing"))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -55,7 +56,6 @@ fn native_servers(n: usize) -> Servers {
 /// may tell the operation of a new incarnation between the server's vote
 /// and the quorum (the embedded engine does so at every `Event::Ready`
 /// while an operation runs): the new process's `INCRBY` ack must not count.
-#[cfg(all(feature = "fencing", feature = "native"))]
 #[test]
 fn an_incarnation_change_between_the_vote_and_the_quorum_is_not_counted() {
     let config = fenced();
@@ -91,7 +91,6 @@ fn an_incarnation_change_between_the_vote_and_the_quorum_is_not_counted() {
 }
 
 /// A change after the quorum is caught too.
-#[cfg(all(feature = "fencing", feature = "native"))]
 #[test]
 fn an_incarnation_change_after_the_quorum_is_caught() {
     let config = fenced();
@@ -113,7 +112,6 @@ fn an_incarnation_change_after_the_quorum_is_caught() {
 /// quorum was reached are not asked, and keep what they had (still
 /// awaited), not "not held": a voter that then fails makes the attempt
 /// fail as unavailable, not as a conflict no server reported.
-#[cfg(all(feature = "fencing", feature = "native"))]
 #[test]
 fn a_failed_native_fence_write_is_reported_as_unavailable() {
     let config = fenced();

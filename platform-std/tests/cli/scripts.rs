@@ -132,7 +132,18 @@ fn lost_fence_counters_exit_65_and_fence_repair_mends_them() {
     );
     let next = fence_of(&fenced());
     assert!(next > highest, "{next} after {highest}");
-    // A lower floor leaves every counter where it is.
+    // A lower floor leaves every counter where it is. (Not all equal: a
+    // native fenced acquisition writes its fence where its vote counted,
+    // which may be a majority only.)
+    let before: Vec<Value> = servers.iter().map(|s| get(s, "fenced:fence")).collect();
+    assert!(
+        before
+            .iter()
+            .filter(|v| **v == Value::Bulk(next.to_string().into_bytes()))
+            .count()
+            >= 2,
+        "{before:?}"
+    );
     let out = run(redlock().args([
         "fence-repair",
         "--servers",
@@ -142,12 +153,8 @@ fn lost_fence_counters_exit_65_and_fence_repair_mends_them() {
         "fenced",
     ]));
     assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
-    for s in &servers {
-        assert_eq!(
-            get(s, "fenced:fence"),
-            Value::Bulk(next.to_string().into_bytes())
-        );
-    }
+    let after: Vec<Value> = servers.iter().map(|s| get(s, "fenced:fence")).collect();
+    assert_eq!(after, before);
 }
 
 /// Two entries for one server are a usage error (exit 64), named by address

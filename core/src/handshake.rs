@@ -396,8 +396,13 @@ pub fn judge<'a>(step: Step, reply: &Reply<'a>, plan: Plan) -> Result<Verdict<'a
         if step == Step::Info && native_only && !plan.info_required {
             return Err(SetupError::NoNative);
         }
-        if crate::NATIVE && step == Step::ScriptLoad && plan.commands == Commands::Auto {
-            // Loaded only because the server has no native commands.
+        if crate::NATIVE
+            && step == Step::ScriptLoad
+            && plan.commands == Commands::Auto
+            && e.kind() == ErrorKind::NoPerm
+        {
+            // Loaded only because the server has no native commands, and
+            // denied (a `LOADING` or `BUSY` is a refusal like any other).
             return Err(SetupError::ScriptsDenied { kind: e.kind() });
         }
         return Err(SetupError::Refused {
@@ -701,6 +706,14 @@ mod tests {
             judge(Step::ScriptLoad, &noperm, auto),
             Err(SetupError::ScriptsDenied {
                 kind: ErrorKind::NoPerm
+            })
+        );
+        let loading = Reply::Error(ServerError::new(b"LOADING Valkey is loading"));
+        assert_eq!(
+            judge(Step::ScriptLoad, &loading, auto),
+            Err(SetupError::Refused {
+                step: Step::ScriptLoad,
+                kind: ErrorKind::Loading
             })
         );
     }

@@ -43,7 +43,7 @@ use std::sync::Barrier;
 use std::time::Instant;
 
 use redlock_std::{Client, Commands};
-use redlock_tests::{RedisServer, ServerKind, Value};
+use redlock_tests::{RedisServer, ServerKind};
 
 use crate::cost::Cost;
 
@@ -107,31 +107,10 @@ type CommandStats = BTreeMap<String, (u64, u64)>;
 fn command_stats(servers: &[RedisServer]) -> CommandStats {
     let mut all = CommandStats::new();
     for server in servers {
-        let info = server
-            .conn()
-            .unwrap()
-            .request(&[b"INFO", b"commandstats"])
-            .unwrap();
-        let Value::Bulk(text) = info else {
-            panic!("INFO commandstats: {info:?}")
-        };
-        for line in String::from_utf8(text).unwrap().lines() {
-            // cmdstat_set:calls=5,usec=12,usec_per_call=2.40,...
-            let Some((name, fields)) = line
-                .strip_prefix("cmdstat_")
-                .and_then(|l| l.split_once(':'))
-            else {
-                continue;
-            };
-            let field = |key: &str| -> u64 {
-                fields
-                    .split(',')
-                    .find_map(|f| f.strip_prefix(key))
-                    .map_or(0, |v| v.parse().unwrap())
-            };
-            let entry = all.entry(name.to_string()).or_default();
-            entry.0 += field("calls=");
-            entry.1 += field("usec=");
+        for (name, (calls, usec)) in server.command_stats().unwrap() {
+            let entry = all.entry(name).or_default();
+            entry.0 += calls;
+            entry.1 += usec;
         }
     }
     all

@@ -556,6 +556,44 @@ impl RedisServer {
         }
         Conn::connect(self.addr())
     }
+
+    /// What the server counted per command (`INFO commandstats`, names in
+    /// lowercase as it gives them: `set`, `script|load`): calls and
+    /// microseconds spent in it.
+    pub fn command_stats(&self) -> io::Result<alloc::collections::BTreeMap<String, (u64, u64)>> {
+        let info = self.conn()?.request(&[b"INFO", b"commandstats"])?;
+        let Value::Bulk(text) = info else {
+            return Err(io::Error::other(format!("INFO commandstats: {info:?}")));
+        };
+        let mut stats = alloc::collections::BTreeMap::new();
+        for line in String::from_utf8_lossy(&text).lines() {
+            // cmdstat_set:calls=5,usec=12,usec_per_call=2.40,...
+            let Some((name, fields)) = line
+                .strip_prefix("cmdstat_")
+                .and_then(|l| l.split_once(':'))
+            else {
+                continue;
+            };
+            let field = |key: &str| -> u64 {
+                fields
+                    .split(',')
+                    .find_map(|f| f.strip_prefix(key))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0)
+            };
+            stats.insert(name.to_string(), (field("calls="), field("usec=")));
+        }
+        Ok(stats)
+    }
+
+    /// How many calls of `command` (lowercase: `delifeq`) the server
+    /// counted; 0 on any error.
+    pub fn calls(&self, command: &str) -> u64 {
+        self.command_stats()
+            .ok()
+            .and_then(|s| s.get(command).map(|&(calls, _)| calls))
+            .unwrap_or(0)
+    }
 }
 
 impl Drop for RedisServer {

@@ -39,28 +39,11 @@ fn client_as(servers: &[RedisServer], commands: Commands, userinfo: &str) -> Cli
         .unwrap()
 }
 
-/// How many calls of `command` (lowercase, `delifeq`) the server counted.
-fn calls(server: &RedisServer, command: &str) -> u64 {
-    let info = server
-        .conn()
-        .unwrap()
-        .request(&[b"INFO", b"commandstats"])
-        .unwrap();
-    let Value::Bulk(text) = info else {
-        panic!("INFO commandstats: {info:?}")
-    };
-    let text = String::from_utf8(text).unwrap();
-    let prefix = format!("cmdstat_{command}:calls=");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
-}
-
 /// Script calls of any kind the server counted.
 fn script_calls(server: &RedisServer) -> u64 {
     ["evalsha", "eval", "script|load", "script"]
         .iter()
-        .map(|c| calls(server, c))
+        .map(|c| server.calls(c))
         .sum()
 }
 
@@ -121,12 +104,12 @@ fn valkey_9_gets_native_commands_and_no_script_by_default() {
     );
     for s in &servers {
         assert_eq!(script_calls(s), 0, "no script on Valkey 9 in auto mode");
-        assert!(calls(s, "delifeq") >= 2, "released with DELIFEQ");
-        assert!(calls(s, "multi") >= 2, "inspected and fenced in MULTI");
+        assert!(s.calls("delifeq") >= 2, "released with DELIFEQ");
+        assert!(s.calls("multi") >= 2, "inspected and fenced in MULTI");
     }
     // Two fenced acquisitions, each written to the majority that voted
     // (at least).
-    let incrby: u64 = servers.iter().map(|s| calls(s, "incrby")).sum();
+    let incrby: u64 = servers.iter().map(|s| s.calls("incrby")).sum();
     assert!(incrby >= 4, "fences written with INCRBY: {incrby}");
 }
 
@@ -153,8 +136,8 @@ fn older_servers_get_the_scripts() {
             "native:older",
         );
         for s in &servers {
-            assert!(calls(s, "evalsha") > 0, "{kind:?}: scripts");
-            assert_eq!(calls(s, "delifeq"), 0, "{kind:?}");
+            assert!(s.calls("evalsha") > 0, "{kind:?}: scripts");
+            assert_eq!(s.calls("delifeq"), 0, "{kind:?}");
         }
     }
 }
@@ -168,8 +151,8 @@ fn scripts_mode_sends_scripts_to_valkey_9() {
         "native:scripts",
     );
     for s in &servers {
-        assert!(calls(s, "evalsha") > 0);
-        assert_eq!(calls(s, "delifeq") + calls(s, "multi"), 0);
+        assert!(s.calls("evalsha") > 0);
+        assert_eq!(s.calls("delifeq") + s.calls("multi"), 0);
     }
 }
 
@@ -182,9 +165,9 @@ fn a_mix_of_kinds_in_one_client() {
         "native:mix",
     );
     assert_eq!(script_calls(&servers[0]), 0);
-    assert!(calls(&servers[0], "delifeq") > 0);
+    assert!(servers[0].calls("delifeq") > 0);
     for s in &servers[1..] {
-        assert!(calls(s, "evalsha") > 0);
+        assert!(s.calls("evalsha") > 0);
     }
     // Fenced acquisitions over the mix, on a fenced client and a plain
     // one taking turns: the fence keeps rising.
@@ -344,8 +327,8 @@ fn a_server_replaced_by_an_older_one_gets_scripts_after_it_reconnects() {
     drop(f);
     let f = fenced(&servers, Commands::Auto);
     every_operation(&c, &f, "native:swap:after");
-    assert!(calls(&servers[0], "evalsha") > 0, "the Redis got scripts");
-    assert_eq!(calls(&servers[0], "delifeq"), 0);
+    assert!(servers[0].calls("evalsha") > 0, "the Redis got scripts");
+    assert_eq!(servers[0].calls("delifeq"), 0);
     assert_eq!(script_calls(&servers[1]), 0, "the Valkeys still none");
 }
 

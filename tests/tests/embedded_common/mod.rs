@@ -723,23 +723,6 @@ fn a_release_lost_on_a_live_connection_is_sent_again() {
     assert_eq!(c.net_mut().connects, [2, 1, 1], "one reconnect");
 }
 
-/// How many calls of `command` (lowercase) the server counted.
-fn calls(server: &RedisServer, command: &str) -> u64 {
-    let Value::Bulk(text) = server
-        .conn()
-        .unwrap()
-        .request(&[b"INFO", b"commandstats"])
-        .unwrap()
-    else {
-        panic!("INFO commandstats")
-    };
-    let text = String::from_utf8(text).unwrap();
-    let prefix = format!("cmdstat_{command}:calls=");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
-}
-
 /// Every operation, fenced and not, on Valkey 9 (native commands, no
 /// script loaded or sent), on a mix with Valkey 8 and Redis 7 (scripts
 /// there), and with native only (refused by the older kinds).
@@ -773,13 +756,13 @@ fn native_commands_where_the_server_has_them() {
             }
         }
         for (s, kind) in servers.iter().zip(kinds) {
-            let scripts = calls(s, "evalsha") + calls(s, "eval");
+            let scripts = s.calls("evalsha") + s.calls("eval");
             if kind == Valkey9 {
-                assert_eq!(scripts + calls(s, "script|load"), 0, "{kind:?}");
-                assert!(calls(s, "delifeq") > 0 && calls(s, "multi") > 0);
+                assert_eq!(scripts + s.calls("script|load"), 0, "{kind:?}");
+                assert!(s.calls("delifeq") > 0 && s.calls("multi") > 0);
             } else {
                 assert!(scripts > 0, "{kind:?}");
-                assert_eq!(calls(s, "delifeq"), 0, "{kind:?}");
+                assert_eq!(s.calls("delifeq"), 0, "{kind:?}");
             }
         }
     }
@@ -800,7 +783,7 @@ fn native_commands_where_the_server_has_them() {
         "{report:?}"
     );
     assert_eq!(
-        calls(&servers[1], "script|load") + calls(&servers[2], "script|load"),
+        servers[1].calls("script|load") + servers[2].calls("script|load"),
         0
     );
 }

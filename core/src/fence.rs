@@ -156,7 +156,11 @@ impl<R: AsRef<[u8]>> Operation for FenceRepair<R> {
                 Some(_) => (ServerOutcome::UnexpectedReply, 0),
                 None => (outcome_of_other(&reply), 0),
             };
-            self.engine.settle(server, outcome, value);
+            if read && outcome == ServerOutcome::Pending {
+                self.engine.park(server, value);
+            } else {
+                self.engine.settle(server, outcome, value);
+            }
             self.top_up();
         }
         Ok(())

@@ -252,6 +252,11 @@ impl Servers {
     /// Records which commands `server` gets: the platform passes its
     /// session's [`dialect`](crate::session::Session::dialect) when it
     /// makes an operation. Until then a server gets the scripts.
+    ///
+    /// A native fenced acquisition counts a server's fence write only if
+    /// its incarnation is known ([`set_incarnation`](Servers::set_incarnation))
+    /// and unchanged since its vote (SPEC F1): a platform that gives the
+    /// dialect and never the incarnation gets no native fenced lock.
     pub fn set_dialect(&mut self, server: ServerId, dialect: Dialect) {
         if !crate::NATIVE {
             return;

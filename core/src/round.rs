@@ -189,7 +189,7 @@ fn encode_native(
                 .arg_uint(fence.0.saturating_sub(from));
             Ok((cmd.finish()?, 1))
         }
-        // `SET NX PX` has one form; the operator's repair stays a script.
+        // `SET NX PX` has one form.
         // F1 repair, first step: the counter (raised in a second step
         // where it is below the floor: `FenceTopUp`).
         Request::FenceRaise(_) => {
@@ -578,6 +578,7 @@ impl Engine {
         }
         if let Reply::Error(e) = reply {
             if crate::NATIVE
+                && crate::SCRIPTS
                 && slot.native
                 && fallback
                 && e.kind() == ErrorKind::Err
@@ -632,6 +633,16 @@ impl Engine {
             self.settle(server, outcome, 0);
         }
         Ok(current)
+    }
+
+    /// `server` answered and waits, `Pending`, for a second step (no
+    /// deadline runs for it meanwhile: its next round gives it one).
+    pub(crate) fn park(&mut self, server: ServerId, value: i64) {
+        if let Some(slot) = self.slots_mut().get_mut(server.index()) {
+            slot.outcome = ServerOutcome::Pending;
+            slot.value = I64(value);
+            slot.deadline = Instant::MAX;
+        }
     }
 
     /// Records the outcome of the current round for `server`.
@@ -753,8 +764,9 @@ impl Engine {
             let count = match s.outcome {
                 ServerOutcome::Ok => &mut t.ok,
                 // Not asked this round, and never to be (a native fence
-                // write skips a server whose vote did not count): it cannot
-                // help the majority, and is not a failure of its own.
+                // write skips a server whose vote did not count), or
+                // parked for a second step (a native fence repair's
+                // top-up): it cannot change this round's count.
                 ServerOutcome::Pending if crate::NATIVE && !s.send && s.current == 0 => continue,
                 ServerOutcome::Pending => &mut t.pending,
                 ServerOutcome::Held => &mut t.held,

@@ -278,7 +278,6 @@ pub struct Session<T, Q> {
     tag: PhantomData<T>,
 }
 
-/// Where the probe of a connection's step is.
 /// What the last `INFO` said of the native commands. (Not an
 /// `Option<bool>`: a session's initial bytes are all zero, so that a static
 /// client on an MCU is in `.bss`, not in flash.)
@@ -289,6 +288,7 @@ enum Learned {
     Native,
 }
 
+/// Where the probe of a connection's step is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Probe {
     Idle,

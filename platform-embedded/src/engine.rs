@@ -445,8 +445,9 @@ where
         } else if conn.session.is_ready() {
             Err((serial, Close::Stuck))
         } else {
-            // Not ready, and no room to wait behind the handshake.
-            op.lost(now, t.server, None);
+            // Not ready, and no room to wait behind the handshake (a server
+            // refused at its last handshake says so: it is reconnecting).
+            op.lost(now, t.server, refused);
             return;
         };
         match queued {

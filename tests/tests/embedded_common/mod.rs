@@ -773,8 +773,6 @@ fn native_commands_where_the_server_has_them() {
         .collect();
     let mut native = config();
     native.commands = redlock_core::Commands::Native;
-    // One attempt: its report is of the handshakes themselves.
-    native.retry = redlock_core::Retry::NONE;
     let mut c = client::<3>(addrs(&servers), native);
     let err = c.lock(b"emb-native-only", TTL).unwrap_err();
     let report = err.report().unwrap();

@@ -85,10 +85,11 @@ impl Commands {
         match (self, native) {
             (Commands::Scripts, _) | (Commands::Auto, Some(false)) => Dialect::Scripts,
             (Commands::Native, _) => Dialect::Native,
-            // Not known yet (a request written behind the first
-            // handshake): native, and the script if the server says it
-            // does not know the command.
-            (Commands::Auto, _) => Dialect::NativeOrScripts,
+            (Commands::Auto, Some(true)) => Dialect::NativeOrScripts,
+            // Not known yet (a request made before the server's first
+            // handshake passed): the scripts, which every server with Lua
+            // runs, and the native form where they are denied.
+            (Commands::Auto, None) => Dialect::ScriptsOrNative,
         }
     }
 }
@@ -104,6 +105,10 @@ pub enum Dialect {
     /// The native commands; a release or an extend answered with a plain
     /// `ERR` is sent again as the script.
     NativeOrScripts,
+    /// The scripts; a request refused with `NOPERM` (a user without
+    /// `@scripting`) is sent again in its native form. For a server whose
+    /// handshake has not passed yet.
+    ScriptsOrNative,
 }
 
 /// A step of the connection handshake.
@@ -251,7 +256,7 @@ pub fn steps(plan: Plan) -> impl Iterator<Item = Step> {
 /// The scripts a server loads: `native` is what its `INFO` said.
 fn scripts_for(plan: Plan, native: bool) -> &'static [Script] {
     match plan.commands.dialect(Some(native)) {
-        Dialect::Scripts => SCRIPTS,
+        Dialect::Scripts | Dialect::ScriptsOrNative => SCRIPTS,
         Dialect::Native | Dialect::NativeOrScripts => &[],
     }
 }

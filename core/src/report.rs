@@ -159,8 +159,9 @@ pub struct Servers {
     /// Bit i: server i's incarnation was set to another value since
     /// [`mark_incarnation`](Servers::mark_incarnation).
     changed: u16,
-    /// Bit i: a native release or extend that server i answers with a plain
-    /// `ERR` is sent again as the script ([`Dialect::NativeOrScripts`]).
+    /// Bit i: server i's dialect was chosen by `Commands::Auto`: one
+    /// request refused in its form is sent again in the other
+    /// ([`Dialect::NativeOrScripts`], [`Dialect::ScriptsOrNative`]).
     fallback: u16,
     /// When each server's incarnation began; `Instant::ZERO` where not
     /// known (so that equal knowledge compares equal).
@@ -266,6 +267,7 @@ impl Servers {
             Dialect::Scripts => (false, false),
             Dialect::Native => (true, false),
             Dialect::NativeOrScripts => (true, true),
+            Dialect::ScriptsOrNative => (false, true),
         };
         self.native = if native {
             self.native | bit
@@ -300,7 +302,8 @@ impl Servers {
     pub fn dialect(&self, server: ServerId) -> Dialect {
         let bit = Self::bit(server.index());
         match (self.native & bit != 0, self.fallback & bit != 0) {
-            (false, _) => Dialect::Scripts,
+            (false, false) => Dialect::Scripts,
+            (false, true) => Dialect::ScriptsOrNative,
             (true, false) => Dialect::Native,
             (true, true) => Dialect::NativeOrScripts,
         }

@@ -561,7 +561,8 @@ impl Engine {
             return Ok(Disposition::Ignored);
         }
         let (script, request) = (self.script, self.request);
-        let fallback = self.native.1 & 1u16.checked_shl(u32::from(server.0)).unwrap_or(0) != 0;
+        let bit = 1u16.checked_shl(u32::from(server.0)).unwrap_or(0);
+        let fallback = self.native.1 & bit != 0;
         let slot = self
             .slots_mut()
             .get_mut(server.index())
@@ -577,24 +578,51 @@ impl Engine {
             return Ok(Disposition::Ignored);
         }
         if let Reply::Error(e) = reply {
-            if crate::NATIVE
-                && crate::SCRIPTS
-                && slot.native
-                && fallback
+            // `Commands::Auto`, once per server and operation (the form
+            // that worked is kept for its later rounds): a native release
+            // or extend that a server does not know (replaced by an older
+            // one since its dialect was learned) goes as the script; a
+            // script refused for want of permission (a user without
+            // `@scripting`, on a server whose dialect was not known yet)
+            // goes in its native form. The error did nothing on the server.
+            let to_script = slot.native
                 && e.kind() == ErrorKind::Err
-                && matches!(request, Request::Release | Request::Extend(_))
-            {
-                // `Commands::Auto`: a server that does not know the native
-                // command (replaced by an older one since its dialect was
-                // learned, or an unknown one behind its first handshake)
-                // gets the script. The error did nothing on the server.
+                && matches!(request, Request::Release | Request::Extend(_));
+            let to_native = !slot.native
+                && e.kind() == ErrorKind::NoPerm
+                && matches!(
+                    request,
+                    Request::Release
+                        | Request::Extend(_)
+                        | Request::Inspect
+                        | Request::FencedSet(_)
+                        | Request::FenceRaise(_)
+                );
+            if crate::NATIVE && crate::SCRIPTS && fallback && (to_script || to_native) {
                 rl_log!(
                     info,
-                    "server {}: native command refused, sending the script",
-                    server.0
+                    "server {}: {} refused, sending it {}",
+                    server.0,
+                    if to_script {
+                        "native command"
+                    } else {
+                        "script"
+                    },
+                    if to_script {
+                        "as the script"
+                    } else {
+                        "natively"
+                    }
                 );
-                slot.native = false;
+                slot.native = to_native;
                 slot.send = true;
+                let (native, fallback) = &mut self.native;
+                *native = if to_native {
+                    *native | bit
+                } else {
+                    *native & !bit
+                };
+                *fallback &= !bit;
                 return Ok(Disposition::Ignored);
             }
             if e.kind() == ErrorKind::NoScript && script.is_some() && !slot.eval {
@@ -1055,6 +1083,29 @@ mod tests {
             Ok(true)
         );
         assert_eq!(e.report().get(ServerId(0)), Some(ServerOutcome::Ok));
+        // Not known yet: the script first; refused for want of permission,
+        // the native form, kept for the operation's later rounds, and no
+        // second fallback.
+        let mut e = dialect_engine(Dialect::ScriptsOrNative);
+        e.start_round(Request::Release);
+        let (first, _) = next(&mut e, &s);
+        assert!(first.windows(7).any(|w| w == b"EVALSHA"), "{first:?}");
+        let noperm = Reply::Error(redlock_resp::ServerError::new(b"NOPERM no scripts"));
+        assert_eq!(
+            e.handle_reply(ServerId(0), &noperm),
+            Ok(Disposition::Ignored)
+        );
+        assert_eq!(
+            next(&mut e, &s),
+            (command(&[b"DELIFEQ", b"res", b"tok"]), 1)
+        );
+        e.handle_flag_reply(ServerId(0), &Reply::Integer(1))
+            .unwrap();
+        e.start_round(Request::Extend(U64(5)));
+        let (later, _) = next(&mut e, &s);
+        assert!(later.starts_with(b"*7\r\n$3\r\nSET"), "{later:?}");
+        assert_eq!(e.handle_flag_reply(ServerId(0), &unknown), Ok(true));
+        assert!(!e.has_unsent(), "one fallback per server and operation");
         // Native only: the error is the answer.
         let mut e = dialect_engine(Dialect::Native);
         e.start_round(Request::Release);

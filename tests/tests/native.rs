@@ -47,6 +47,16 @@ fn script_calls(server: &RedisServer) -> u64 {
         .sum()
 }
 
+/// Inspects twice: the first (made before any handshake) waits for every
+/// server's handshake, so the second and all later operations know each
+/// server's dialect. Returns each server's script calls by then.
+fn warm(c: &Client, servers: &[RedisServer]) -> Vec<u64> {
+    for _ in 0..2 {
+        c.inspect("native:warm").unwrap();
+    }
+    servers.iter().map(script_calls).collect()
+}
+
 /// Lock, extend, inspect, unlock; then a fenced lock twice (the fence
 /// rises), inspected and unlocked. Panics with the report on a failure.
 fn every_operation(c: &Client, fenced: &Client, resource: &str) {
@@ -97,13 +107,22 @@ fn fenced(servers: &[RedisServer], commands: Commands) -> Client {
 #[test]
 fn valkey_9_gets_native_commands_and_no_script_by_default() {
     let servers = start(&[ServerKind::Valkey9; 3]);
-    every_operation(
-        &client(&servers, Commands::Auto),
-        &fenced(&servers, Commands::Auto),
-        "native:auto",
+    let (c, f) = (
+        client(&servers, Commands::Auto),
+        fenced(&servers, Commands::Auto),
     );
-    for s in &servers {
-        assert_eq!(script_calls(s), 0, "no script on Valkey 9 in auto mode");
+    // (A request made before a server's first handshake passed gets the
+    // script: its dialect is not known yet.)
+    let _ = warm(&c, &servers);
+    let before = warm(&f, &servers);
+    every_operation(&c, &f, "native:auto");
+    for (s, before) in servers.iter().zip(before) {
+        assert_eq!(
+            script_calls(s),
+            before,
+            "no script on Valkey 9 in auto mode"
+        );
+        assert_eq!(s.calls("script|load"), 0, "none loaded");
         assert!(s.calls("delifeq") >= 2, "released with DELIFEQ");
         assert!(s.calls("multi") >= 2, "inspected and fenced in MULTI");
     }
@@ -159,12 +178,14 @@ fn scripts_mode_sends_scripts_to_valkey_9() {
 #[test]
 fn a_mix_of_kinds_in_one_client() {
     let servers = start(&[ServerKind::Valkey9, ServerKind::Valkey8, ServerKind::Redis]);
-    every_operation(
-        &client(&servers, Commands::Auto),
-        &fenced(&servers, Commands::Auto),
-        "native:mix",
+    let (c, f) = (
+        client(&servers, Commands::Auto),
+        fenced(&servers, Commands::Auto),
     );
-    assert_eq!(script_calls(&servers[0]), 0);
+    let _ = warm(&c, &servers);
+    let before = warm(&f, &servers);
+    every_operation(&c, &f, "native:mix");
+    assert_eq!(script_calls(&servers[0]), before[0]);
     assert!(servers[0].calls("delifeq") > 0);
     for s in &servers[1..] {
         assert!(s.calls("evalsha") > 0);
@@ -323,10 +344,11 @@ fn a_server_replaced_by_an_older_one_gets_scripts_after_it_reconnects() {
     // server's word that it has no counter.)
     drop(f);
     let f = fenced(&servers, Commands::Auto);
+    let before = warm(&f, &servers);
     every_operation(&c, &f, "native:swap:after");
     assert!(servers[0].calls("evalsha") > 0, "the Redis got scripts");
     assert_eq!(servers[0].calls("delifeq"), 0);
-    assert_eq!(script_calls(&servers[1]), 0, "the Valkeys still none");
+    assert_eq!(script_calls(&servers[1]), before[1], "the Valkeys no more");
 }
 
 /// Hostile servers that claim the native commands: each gets a typed
@@ -363,7 +385,14 @@ fn hostile_servers_with_native_replies_fail_alone_and_fast() {
             let mut lock = fenced
                 .lock("native:hostile", TTL)
                 .unwrap_or_else(|e| panic!("{name} round {round}: {e}"));
-            not_ok("fenced vote", lock.report().get(redlock_std::ServerId(2)));
+            // (The short block's `EXEC` answer is a valid vote, "set, counter
+            // 7", whichever request it is taken for: a lying server votes.
+            // That one is there to show the client survives a stream out
+            // of step.)
+            let lies = name == "native: short MULTI block";
+            if !lies {
+                not_ok("fenced vote", lock.report().get(redlock_std::ServerId(2)));
+            }
             plain
                 .extend(&mut lock, TTL)
                 .unwrap_or_else(|e| panic!("{name}: extend: {e}"));
@@ -374,7 +403,7 @@ fn hostile_servers_with_native_replies_fail_alone_and_fast() {
                 "{name}"
             );
             let released = plain.unlock(&lock).unwrap();
-            if name != "native: short MULTI block" {
+            if !lies {
                 // (That one answers `:1` to `DELIFEQ` as a real server
                 // would: a claimed release, which nothing depends on.)
                 not_ok("release", released.report.get(redlock_std::ServerId(2)));

@@ -99,7 +99,7 @@ fn redlock_binary() -> PathBuf {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut build = Command::new(cargo);
         build
-            .args(["build", "-p", "redlock-std", "--features", "cli"])
+            .args(["build", "-p", "redlock-cli"])
             .args(["--bin", "redlock", "--target-dir"])
             .arg(target_dir)
             .stdin(Stdio::null());

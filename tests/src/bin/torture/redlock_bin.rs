@@ -1,13 +1,13 @@
 //! Finding the `redlock` command for the CLI workers.
 //!
 //! `CARGO_BIN_EXE_redlock` exists only for the package that owns the
-//! binary (`redlock-std`), and a dependency's binaries are not built for a
+//! binary (`redlock-cli`), and a dependency's binaries are not built for a
 //! dependent package. So, in this order:
 //!
 //! 1. `--redlock PATH`, or the environment variable `REDLOCK_BIN`: used as
 //!    given.
 //! 2. Run by cargo (`cargo run`, `cargo test`: the environment has
-//!    `CARGO`): `$CARGO build -p redlock-std --features cli --bin redlock`
+//!    `CARGO`): `$CARGO build -p redlock-cli --bin redlock`
 //!    with this binary's profile and target folder, so that the CLI is
 //!    never older than the sources (a no-op when it is up to date; its
 //!    output goes to `DIR/build-redlock.log`), then 3.
@@ -60,7 +60,7 @@ pub(crate) fn find(
         }
     }
     Err(format!(
-        "no redlock binary: build it (cargo build -p redlock-std --features cli --bin redlock), \
+        "no redlock binary: build it (cargo build -p redlock-cli --bin redlock), \
          run this one through cargo, or give --redlock PATH; looked next to {}",
         me.display()
     ))
@@ -92,7 +92,7 @@ fn build(cargo: &Path, dir: &Path, out: &Path, interrupted: &AtomicBool) -> Resu
         .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
     let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
     let mut child = Command::new(cargo)
-        .args(["build", "--quiet", "-p", "redlock-std", "--features", "cli"])
+        .args(["build", "--quiet", "-p", "redlock-cli"])
         .args(["--bin", "redlock", "--profile", profile])
         .arg("--manifest-path")
         .arg(manifest)

@@ -31,7 +31,6 @@ pub mod proxy;
 pub mod qemu;
 pub mod sim;
 pub mod tls;
-pub mod torture;
 
 /// How long a server may take to start answering.
 const START_TIMEOUT: Duration = Duration::from_secs(10);

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::torture::history::{AttemptOutcome, FaultKind, History, Micros};
+use crate::history::{AttemptOutcome, FaultKind, History, Micros};
 
 /// How acquisitions resumed after one fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -50,7 +50,7 @@ use alloc::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::torture::history::{AttemptOutcome, History, Micros, Profile};
+use crate::history::{AttemptOutcome, History, Micros, Profile};
 
 mod fences;
 mod liveness;

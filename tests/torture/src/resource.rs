@@ -803,7 +803,7 @@ mod tests {
         ]);
         let child = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
-                "torture::resource::tests::interrupted_child",
+                "resource::tests::interrupted_child",
                 "--exact",
                 "--test-threads=1",
                 "--nocapture",

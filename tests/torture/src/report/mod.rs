@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-use crate::torture::check::Findings;
-use crate::torture::history::{FaultKind, History, WorkerKind};
+use crate::check::Findings;
+use crate::history::{FaultKind, History, WorkerKind};
 
 mod figures;
 #[cfg(test)]

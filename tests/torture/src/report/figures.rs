@@ -3,10 +3,8 @@
 
 use serde::Serialize;
 
-use crate::torture::check::{
-    BreakingWindows, Findings, PastValidityWrites, RecoveryStatus, Stall, Verdict,
-};
-use crate::torture::history::{AttemptOutcome, FaultKind, History, Micros, Profile, WorkerKind};
+use crate::check::{BreakingWindows, Findings, PastValidityWrites, RecoveryStatus, Stall, Verdict};
+use crate::history::{AttemptOutcome, FaultKind, History, Micros, Profile, WorkerKind};
 
 use super::{FAULT_KINDS, fault_label, worker_label};
 

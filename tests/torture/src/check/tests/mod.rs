@@ -3,7 +3,7 @@
 //! not), by concern.
 
 use super::*;
-use crate::torture::history::{
+use crate::history::{
     Access, AccessOp, Attempt, Fault, FaultKind, Hold, Repair, RunClock, WorkerKind,
 };
 

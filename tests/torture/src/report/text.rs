@@ -2,8 +2,8 @@
 
 use core::fmt::Write as _;
 
-use crate::torture::check::{Findings, Stall};
-use crate::torture::history::{History, Micros};
+use crate::check::{Findings, Stall};
+use crate::history::{History, Micros};
 
 use super::{Figures, fault_label, figures};
 

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::EXAMPLES;
-use crate::torture::history::{AccessOp, AttemptOutcome, History, Micros};
+use crate::history::{AccessOp, AttemptOutcome, History, Micros};
 
 /// What was wrong with one access, by the resource's own rule.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -20,10 +20,10 @@ use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
 use std::time::Instant;
 
 use redlock_std::Client;
-use redlock_tests::torture::check::{check, suggested_liveness_bound};
-use redlock_tests::torture::history::{History, Profile, Repair, RunClock, WorkerKind};
-use redlock_tests::torture::resource::ResourceServer;
-use redlock_tests::torture::{report, svg};
+use redlock_torture::check::{check, suggested_liveness_bound};
+use redlock_torture::history::{History, Profile, Repair, RunClock, WorkerKind};
+use redlock_torture::resource::ResourceServer;
+use redlock_torture::{report, svg};
 use serde_json::{Value, json};
 
 use crate::args::{Options, Usage, show_duration};

@@ -1,8 +1,8 @@
 //! The reports' tests.
 
 use super::*;
-use crate::torture::check::check;
-use crate::torture::history::{
+use crate::check::check;
+use crate::history::{
     Access, AccessOp, Attempt, AttemptOutcome, Fault, Hold, Micros, Profile, RunClock,
 };
 

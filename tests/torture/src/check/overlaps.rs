@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::torture::history::{History, Hold, Micros};
+use crate::history::{History, Hold, Micros};
 
 /// Two workers' holds that intersect in real time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,7 +10,7 @@ use std::io::{self, Read as _, Seek as _, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use redlock_tests::torture::history::{Attempt, Hold, Micros, RunClock};
+use redlock_torture::history::{Attempt, Hold, Micros, RunClock};
 use serde::{Deserialize, Serialize};
 
 /// One line of a worker's file.

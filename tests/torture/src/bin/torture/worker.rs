@@ -35,10 +35,8 @@ use std::time::Instant;
 
 use redlock_std::{AutoLock, Client, Error, Lock};
 use redlock_tests::sim::SimRng;
-use redlock_tests::torture::history::{
-    Attempt, AttemptOutcome, Hold, Micros, RunClock, WorkerKind,
-};
-use redlock_tests::torture::resource::ResourceClient;
+use redlock_torture::history::{Attempt, AttemptOutcome, Hold, Micros, RunClock, WorkerKind};
+use redlock_torture::resource::ResourceClient;
 
 use crate::args::{Options, Usage, show_duration};
 use crate::record::{Journal, Record, run_time};

@@ -545,8 +545,8 @@ fn legend() -> Vec<(&'static str, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::torture::check::check;
-    use crate::torture::history::{Access, Attempt, AttemptOutcome, Fault, Profile, RunClock};
+    use crate::check::check;
+    use crate::history::{Access, Attempt, AttemptOutcome, Fault, Profile, RunClock};
 
     const S: Micros = 1_000_000;
 

@@ -26,8 +26,8 @@ use std::time::Instant;
 
 use redlock_std::Client;
 use redlock_tests::Conn;
-use redlock_tests::torture::history::{AttemptOutcome, Micros, RunClock};
-use redlock_tests::torture::resource::ResourceServer;
+use redlock_torture::history::{AttemptOutcome, Micros, RunClock};
+use redlock_torture::resource::ResourceServer;
 use serde::Serialize;
 
 use crate::record::{Record, read_from};

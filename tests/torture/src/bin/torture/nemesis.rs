@@ -52,7 +52,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use redlock_tests::proxy::Fault as ProxyFault;
-use redlock_tests::torture::history::{Fault, FaultKind, Micros, RunClock, WorkerKind};
+use redlock_torture::history::{Fault, FaultKind, Micros, RunClock, WorkerKind};
 
 use crate::cluster::{Cluster, get, get_number};
 use crate::procs;

@@ -13,9 +13,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 use redlock_tests::sim::SimRng;
-use redlock_tests::torture::history::{
-    Attempt, AttemptOutcome, Hold, Micros, RunClock, WorkerKind,
-};
+use redlock_torture::history::{Attempt, AttemptOutcome, Hold, Micros, RunClock, WorkerKind};
 
 use super::{
     CLI_LIMIT, FROZEN_GAP_DIVISOR, RESOURCE, Register, WorkerArgs, after_release, clock, id, nap,

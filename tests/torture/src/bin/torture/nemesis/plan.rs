@@ -6,7 +6,7 @@ use core::time::Duration;
 
 use redlock_tests::proxy::Fault as ProxyFault;
 use redlock_tests::sim::SimRng;
-use redlock_tests::torture::history::{FaultKind, Profile};
+use redlock_torture::history::{FaultKind, Profile};
 
 use super::{HOLDER_WAIT, INTENT_WAIT, OVERLAP_WAIT};
 

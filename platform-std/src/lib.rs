@@ -677,9 +677,21 @@ impl Client {
         }
     }
 
-    /// The report with each server's address, and the words of the servers
-    /// that refused their handshake.
-    fn outcomes(&self, report: Report) -> Outcomes {
+    /// `report` (of a lock, a release, a repair) with each server's
+    /// address, and the words of the servers that refused their handshake:
+    /// what an error carries, for an operation that succeeded. Its
+    /// `Display` is `host:port: outcome, ...`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let (client, _servers) = redlock_tests::doc::client();
+    /// let lock = client.lock("orders", Duration::from_secs(10))?;
+    /// let said = client.outcomes(*lock.report()).to_string();
+    /// assert!(said.contains(": ok"), "{said}");
+    /// # client.unlock(&lock)?;
+    /// # Ok::<(), redlock_std::Error>(())
+    /// ```
+    pub fn outcomes(&self, report: Report) -> Outcomes {
         let transport = &self.shared.transport;
         let notes = report
             .iter()

@@ -105,8 +105,10 @@ Waiting (lock and acquire; unlock takes -E), as flock(1) has them:
   --grace D               (lock) how long a command whose lock was lost has
                           between SIGTERM and SIGKILL (default 5s)
 
-Logging (to stderr): -v shows the library's warnings and what it decides
-(retries, servers given up on), -vv also its debug records (connections);
+Logging (to stderr): -v says what each operation did, every server by
+address (held, held by another, not asked, refused and why) and the time
+it took, with the library's warnings and what it decides (retries, servers
+given up on); -vv also its debug records (connections);
 RUST_LOG (env_logger's syntax, e.g. RUST_LOG=redlock=debug) works too.
 Without either, nothing is logged.
 
@@ -297,6 +299,27 @@ pub(crate) fn failure(what: &str, e: &Error, urls: &[ServerUrl]) -> Failure {
     Failure::new(code, message)
 }
 
+/// `-v`: what an operation did, every server by address (with a refused
+/// server's own words), and how long it took, at info level.
+pub(crate) fn tell(
+    client: &Client,
+    what: &str,
+    started: Instant,
+    result: &str,
+    report: Option<&Report>,
+) {
+    if !log::log_enabled!(log::Level::Info) {
+        return;
+    }
+    let took = started.elapsed();
+    let servers = report.map_or_else(String::new, |r| format!(" ({})", client.outcomes(*r)));
+    log::info!(
+        "{what}: {result} in {}.{:03} ms{servers}",
+        took.as_millis(),
+        took.as_micros() % 1000
+    );
+}
+
 /// `host:port: answer, ...` for every server of `report`.
 pub(crate) fn per_server(report: &Report, urls: &[ServerUrl]) -> String {
     let mut out = String::new();
@@ -325,6 +348,7 @@ pub(crate) fn acquire_lock(
     how: &Acquiring,
     interrupted: &dyn Fn() -> bool,
 ) -> Result<Lock, Failure> {
+    let started = Instant::now();
     let result = match how.wait {
         Wait::For(wait) => {
             // `None`: a wait too long for the clock, which is forever.
@@ -343,6 +367,20 @@ pub(crate) fn acquire_lock(
         Wait::Nonblock => client.try_lock(resource.as_bytes(), ttl),
         Wait::Retries => client.lock(resource.as_bytes(), ttl),
     };
+    let what = format!("acquire {resource:?}");
+    match &result {
+        Ok(lock) => {
+            let fence = lock
+                .fence()
+                .map_or_else(String::new, |f| format!(", fence {f}"));
+            let held = format!(
+                "held, {} ms of validity{fence}",
+                lock.remaining().as_millis()
+            );
+            tell(client, &what, started, &held, Some(lock.report()));
+        }
+        Err(e) => tell(client, &what, started, &e.to_string(), e.report()),
+    }
     result.map_err(|e| match &e {
         Error::Conflict(outcomes) => {
             // Often an earlier run of this command (by the same user) that
@@ -490,9 +528,21 @@ fn unlock(raw: &[String]) -> Result<u8, Failure> {
     let client = client(&servers, &options, Duration::from_secs(30), false)?;
     let (resource, token) = (&args.positionals[0], &args.positionals[1]);
     let urls = client.server_urls();
-    let released = client
-        .unlock_token(resource.as_bytes(), token.as_bytes())
-        .map_err(|e| failure(&format!("cannot release {resource:?}"), &e, &urls))?;
+    let started = Instant::now();
+    let released = client.unlock_token(resource.as_bytes(), token.as_bytes());
+    let what = format!("release {resource:?}");
+    match &released {
+        Ok(r) => tell(
+            &client,
+            &what,
+            started,
+            &format!("deleted on {}", r.deleted()),
+            Some(&r.report),
+        ),
+        Err(e) => tell(&client, &what, started, &e.to_string(), e.report()),
+    }
+    let released =
+        released.map_err(|e| failure(&format!("cannot release {resource:?}"), &e, &urls))?;
     if released.deleted() > 0 {
         say!(
             "released {resource:?}: deleted on {} of {} servers",
@@ -616,9 +666,21 @@ fn fence_repair(raw: &[String]) -> Result<u8, Failure> {
     let client = client(&servers, &options, Duration::from_secs(30), false)?;
     let resource = &args.positionals[0];
     let urls = client.server_urls();
-    let repaired = client
-        .fence_repair(resource.as_bytes(), at_least)
-        .map_err(|e| failure(&format!("cannot repair {resource:?}"), &e, &urls))?;
+    let started = Instant::now();
+    let repaired = client.fence_repair(resource.as_bytes(), at_least);
+    let what = format!("fence-repair {resource:?}");
+    match &repaired {
+        Ok(r) => tell(
+            &client,
+            &what,
+            started,
+            &format!("counter at least {at_least}, highest {}", r.counter),
+            Some(&r.report),
+        ),
+        Err(e) => tell(&client, &what, started, &e.to_string(), e.report()),
+    }
+    let repaired =
+        repaired.map_err(|e| failure(&format!("cannot repair {resource:?}"), &e, &urls))?;
     say!(
         "repaired {resource:?}: fence counter at least {at_least} on {} of {} servers \
          (highest now {}); the next fencing token is larger",

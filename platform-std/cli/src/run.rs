@@ -292,8 +292,20 @@ pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
             events.check(&auto);
             events.at("released", Instant::now());
             let status = job.reap();
-            if let Err(e) = auto.release() {
-                eprintln!("redlock lock: warning: releasing {resource:?} failed: {e}");
+            let started = Instant::now();
+            let what = format!("release {resource:?}");
+            match auto.release() {
+                Ok(r) => crate::tell(
+                    &client,
+                    &what,
+                    started,
+                    &format!("deleted on {}", r.deleted()),
+                    Some(&r.report),
+                ),
+                Err(e) => {
+                    crate::tell(&client, &what, started, &e.to_string(), e.report());
+                    eprintln!("redlock lock: warning: releasing {resource:?} failed: {e}");
+                }
             }
             return status.map(status_code).map_err(|e| {
                 Failure::new(EX_SOFTWARE, format!("cannot wait for the command: {e}"))

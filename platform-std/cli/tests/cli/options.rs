@@ -732,3 +732,45 @@ fn commands_native_refuses_a_server_without_them() {
         assert_eq!(code(&out), 0, "{mode}: {}", stderr(&out));
     }
 }
+
+/// `-v` says what happened: each operation's outcome, every server by
+/// address (a server that is down included), and the time it took, at
+/// info level, also when the operation succeeded.
+#[test]
+fn verbose_says_what_happened_to_each_server() {
+    let (_servers, list) = servers(2);
+    let down = format!("127.0.0.1:{}", redlock_tests::free_port().unwrap());
+    let list = format!("{list},{down}");
+    for verbose in [["-v", "acquire"], ["acquire", "-v"]] {
+        let out = run(redlock().args(verbose).args([
+            "--servers",
+            &list,
+            "--retries",
+            "0",
+            "verbose-res",
+        ]));
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let err = stderr(&out);
+        let line = err
+            .lines()
+            .find(|l| l.contains("acquire \"verbose-res\": held"))
+            .unwrap_or_else(|| panic!("no outcome line: {err}"));
+        for address in list.split(',') {
+            assert!(line.contains(address), "{address} missing: {line}");
+        }
+        assert!(line.contains(" ms"), "{line}");
+        let token = stdout(&out).split_whitespace().next().unwrap().to_string();
+        let out = run(redlock().args(["-v", "unlock", "--servers", &list, "verbose-res", &token]));
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let err = stderr(&out);
+        let line = err
+            .lines()
+            .find(|l| l.contains("release \"verbose-res\": deleted on 2"))
+            .unwrap_or_else(|| panic!("no outcome line: {err}"));
+        assert!(line.contains(&down), "{line}");
+    }
+    // Without -v: nothing on stderr.
+    let out = run(redlock().args(["acquire", "--servers", &list, "--retries", "0", "quiet-res"]));
+    assert_eq!(code(&out), 0);
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+}

@@ -447,15 +447,18 @@ fn the_handshake_fails_closed() {
         c.unlock(&lock).unwrap();
     }
 
-    // One server behind two entries votes once: the later entry is refused.
+    // One server behind two entries votes once: the entry whose handshake
+    // passes second is refused (the later one, unless the async client's
+    // connector got its connection up first: a race of the two connects;
+    // either way one of them, never both, votes).
     let twice = [servers[0].addr(), servers[1].addr(), servers[0].addr()];
     let mut c = client::<3>(twice, config());
     let got = c.lock(b"emb-twice", TTL);
-    assert_eq!(
-        setup_error(&got, 2),
-        Some(SetupError::SameServer(ServerId(0))),
-        "{got:?}"
-    );
+    let refused = [
+        setup_error(&got, 2) == Some(SetupError::SameServer(ServerId(0))),
+        setup_error(&got, 0) == Some(SetupError::SameServer(ServerId(2))),
+    ];
+    assert!(refused[0] != refused[1], "exactly one refused: {got:?}");
     if let Ok(lock) = got {
         c.unlock(&lock).unwrap();
     }

@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use redlock_core::redlock_resp::{Reply, Status, parse_reply};
-use redlock_core::{Dialect, FailureKind, Operation, ServerId, ServerOutcome, Servers};
+use redlock_core::{FailureKind, Operation, ServerId, ServerOutcome};
 
 /// Every command of every request the operation sends now: (server, the
 /// commands of the request, each as its arguments).
@@ -40,15 +40,6 @@ fn reply<O: Operation>(op: &mut O, now: redlock_core::Instant, server: u8, bytes
         panic!("bad test reply")
     };
     op.handle_reply(now, ServerId(server), r).unwrap();
-}
-
-fn native_servers(n: usize) -> Servers {
-    let mut s = Servers::new(n).unwrap();
-    for i in 0..n {
-        s.set_dialect(ServerId(i as u8), Dialect::Native);
-        s.set_incarnation(ServerId(i as u8), ms(0));
-    }
-    s
 }
 
 /// SPEC F1 (native): "The first step of a server that voted but whose

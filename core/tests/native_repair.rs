@@ -8,15 +8,6 @@ mod common;
 use common::*;
 use redlock_core::{Dialect, FenceRepair, Operation, ServerId, ServerOutcome, Servers};
 
-fn native_servers(n: usize) -> Servers {
-    let mut s = Servers::new(n).unwrap();
-    for i in 0..n {
-        s.set_dialect(ServerId(i as u8), Dialect::Native);
-        s.set_incarnation(ServerId(i as u8), ms(0));
-    }
-    s
-}
-
 /// Three native servers; 1 and 2 answer the `GET` at once (below the
 /// floor), server 0 never answers. The two healthy servers are a majority:
 /// the repair should top them up and succeed. Instead the parked servers

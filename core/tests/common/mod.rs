@@ -194,6 +194,16 @@ pub(crate) fn retrying(retries: u32, jitter_ms: u64) -> Config {
 }
 
 /// A fenced config without retries (F1).
+/// `n` servers with the native commands, their incarnations known.
+pub(crate) fn native_servers(n: usize) -> Servers {
+    let mut s = Servers::new(n).unwrap();
+    for i in 0..n {
+        s.set_dialect(ServerId(i as u8), redlock_core::Dialect::Native);
+        s.set_incarnation(ServerId(i as u8), ms(0));
+    }
+    s
+}
+
 pub(crate) fn fenced() -> Config {
     Config {
         fencing: true,

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use redlock_core::{Dialect, FenceRepair, Operation, ServerId, ServerOutcome, Servers};
+use redlock_core::{Dialect, FenceRepair, Operation, ServerId, ServerOutcome};
 
 /// Three native servers; 1 and 2 answer the `GET` at once (below the
 /// floor), server 0 never answers. The two healthy servers are a majority:
@@ -136,7 +136,7 @@ fn a_parked_server_whose_connection_drops() {
 #[test]
 #[cfg(not(feature = "scripts"))]
 fn native_only_build_falls_back_to_a_script_it_does_not_have() {
-    let mut servers = Servers::new(1).unwrap();
+    let mut servers = redlock_core::Servers::new(1).unwrap();
     servers.set_dialect(ServerId(0), Dialect::NativeOrScripts);
     let mut d = release(&servers, 50);
     let first = d.sent(ms(0));

@@ -393,13 +393,15 @@ pub fn judge<'a>(step: Step, reply: &Reply<'a>, plan: Plan) -> Result<Verdict<'a
     // A build without the scripts is native only, whatever the plan says.
     let native_only = plan.commands == Commands::Native || !crate::SCRIPTS;
     if let Reply::Error(e) = reply {
-        if step == Step::Info && !plan.info_required && !native_only {
-            // Neither the restart guard nor the choice of commands needs
-            // it: a server of unknown version gets the scripts.
-            return Ok(Verdict::Info(ServerInfo::default()));
-        }
-        if step == Step::Info && native_only && !plan.info_required {
-            return Err(SetupError::NoNative);
+        if step == Step::Info && !plan.info_required {
+            // The restart guard does not need it. Without the version, a
+            // server gets the scripts, or is refused when the client sends
+            // native commands only.
+            return if native_only {
+                Err(SetupError::NoNative)
+            } else {
+                Ok(Verdict::Info(ServerInfo::default()))
+            };
         }
         if crate::NATIVE
             && step == Step::ScriptLoad

@@ -7,7 +7,7 @@
 //! `EVALSHA` answered with `NOSCRIPT` is re-sent as `EVAL` transparently.
 
 use redlock_resp::script::{self, Script};
-use redlock_resp::{Command, EncodeError, ErrorKind, Reply};
+use redlock_resp::{EncodeError, ErrorKind, Reply};
 
 use crate::report::{MAX_SERVERS, Report, ServerId, ServerOutcome, Servers};
 use crate::time::{Duration, I64, Instant, U64};
@@ -110,195 +110,8 @@ pub(crate) struct Subject<'a> {
     pub(crate) bare_del_release: bool,
 }
 
-/// The native form of `request` (see [`Commands`](crate::handshake::Commands)):
-/// its bytes, and how many replies the server sends for them. `base` is the
-/// counter the server reported in the fenced acquire (for `INCRBY`).
-fn encode_native(
-    request: Request,
-    base: i64,
-    s: &Subject<'_>,
-    buf: &mut [u8],
-) -> Result<(usize, u8), EncodeError> {
-    // A `MULTI` block: `MULTI`, two commands, `EXEC` (one write, so that
-    // nothing of another request comes between them on the connection).
-    let block = |buf: &mut [u8],
-                 first: &dyn Fn(&mut [u8]) -> Result<usize, EncodeError>,
-                 second: &dyn Fn(&mut [u8]) -> Result<usize, EncodeError>| {
-        let mut at = redlock_resp::command(buf, &[b"MULTI"])?;
-        at = at.saturating_add(first(buf.get_mut(at..).unwrap_or_default())?);
-        at = at.saturating_add(second(buf.get_mut(at..).unwrap_or_default())?);
-        at = at.saturating_add(redlock_resp::command(
-            buf.get_mut(at..).unwrap_or_default(),
-            &[b"EXEC"],
-        )?);
-        Ok((at, 4))
-    };
-    match request {
-        // R3: deletes the key only if it holds the token; 1 or 0.
-        Request::Release => Ok((
-            redlock_resp::command(buf, &[b"DELIFEQ", s.resource, s.token])?,
-            1,
-        )),
-        // R4: a new expiry only if the key holds the token (a missing key
-        // is not created); `+OK` or nil.
-        Request::Extend(ttl) => {
-            let mut cmd = Command::new(buf, 7);
-            cmd.arg(b"SET")
-                .arg(s.resource)
-                .arg(s.token)
-                .arg(b"IFEQ")
-                .arg(s.token)
-                .arg(b"PX")
-                .arg_uint(ttl.0);
-            Ok((cmd.finish()?, 1))
-        }
-        // F3: value and remaining time at one instant.
-        Request::Inspect => block(
-            buf,
-            &|b| redlock_resp::command(b, &[b"GET", s.resource]),
-            &|b| redlock_resp::command(b, &[b"PTTL", s.resource]),
-        ),
-        // F1, first step: the vote and the counter at one instant, as the
-        // script's `{set, counter}`.
-        Request::FencedSet(ttl) if cfg!(feature = "fencing") => block(
-            buf,
-            &|b| {
-                let mut cmd = Command::new(b, 6);
-                cmd.arg(b"SET")
-                    .arg(s.resource)
-                    .arg(s.token)
-                    .arg(b"NX")
-                    .arg(b"PX")
-                    .arg_uint(ttl.0);
-                cmd.finish()
-            },
-            &|b| {
-                let mut cmd = Command::new(b, 2);
-                cmd.arg(b"GET").arg_parts(&[s.resource, FENCE_SUFFIX]);
-                cmd.finish()
-            },
-        ),
-        // F1, second step: the counter raised by what takes it from the
-        // value this server reported to the fence (SPEC F1: counters only
-        // rise, so it ends at the fence or above).
-        Request::FenceWrite(fence) if cfg!(feature = "fencing") => {
-            let from = u64::try_from(base).unwrap_or(0);
-            let mut cmd = Command::new(buf, 3);
-            cmd.arg(b"INCRBY")
-                .arg_parts(&[s.resource, FENCE_SUFFIX])
-                .arg_uint(fence.0.saturating_sub(from));
-            Ok((cmd.finish()?, 1))
-        }
-        // `SET NX PX` has one form.
-        // F1 repair, first step: the counter (raised in a second step
-        // where it is below the floor: `FenceTopUp`).
-        Request::FenceRaise(_) => {
-            let mut cmd = Command::new(buf, 2);
-            cmd.arg(b"GET").arg_parts(&[s.resource, FENCE_SUFFIX]);
-            Ok((cmd.finish()?, 1))
-        }
-        Request::FenceTopUp(floor) => {
-            let from = u64::try_from(base).unwrap_or(0);
-            let mut cmd = Command::new(buf, 3);
-            cmd.arg(b"INCRBY")
-                .arg_parts(&[s.resource, FENCE_SUFFIX])
-                .arg_uint(floor.0.saturating_sub(from));
-            Ok((cmd.finish()?, 1))
-        }
-        // `SET NX PX` has one form (and a build without fencing never
-        // sends the fenced requests).
-        Request::Set(_) | Request::FencedSet(_) | Request::FenceWrite(_) => {
-            encode(request, None, false, s, buf).map(|len| (len, 1))
-        }
-    }
-}
-
-fn encode(
-    request: Request,
-    script: Option<&'static Script>,
-    eval: bool,
-    s: &Subject<'_>,
-    buf: &mut [u8],
-) -> Result<usize, EncodeError> {
-    #[cfg(feature = "mutants")]
-    if s.bare_del_release && request == Request::Release {
-        return redlock_resp::command(buf, &[b"DEL", s.resource]);
-    }
-    // Every request is `name body [numkeys] [resource] [fence key] [token]
-    // [NX PX] [number]`: one copy of the encoding code for all of them.
-    let (name, body) = match script {
-        // R1: `SET resource token NX PX ttl`.
-        None => (&b"SET"[..], s.resource),
-        // FENCE_RAISE is never loaded: always EVAL.
-        Some(script) if eval || matches!(request, Request::FenceRaise(_)) => {
-            (&b"EVAL"[..], script.source.as_bytes())
-        }
-        Some(script) => (&b"EVALSHA"[..], script.sha1.as_bytes()),
-    };
-    // Which of the optional arguments the request has, and how many
-    // arguments that makes in all.
-    let (layout, argc) = match request {
-        // The resource is the body of `SET`.
-        Request::Set(_) => (TOKEN | NX_PX | NUMBER, 6),
-        Request::FencedSet(_) | Request::FenceWrite(_) => {
-            (NUMKEYS | KEY | FENCE_KEY | TOKEN | NUMBER, 7)
-        }
-        Request::Extend(_) => (NUMKEYS | KEY | TOKEN | NUMBER, 6),
-        Request::Release => (NUMKEYS | KEY | TOKEN, 5),
-        // The counter key is the only key.
-        Request::FenceRaise(_) | Request::FenceTopUp(_) => (NUMKEYS | FENCE_KEY | NUMBER, 5),
-        Request::Inspect => (NUMKEYS | KEY, 4),
-    };
-    let number = match request {
-        Request::Set(n)
-        | Request::FencedSet(n)
-        | Request::FenceWrite(n)
-        | Request::Extend(n)
-        | Request::FenceRaise(n)
-        | Request::FenceTopUp(n) => n.0,
-        Request::Release | Request::Inspect => 0,
-    };
-    let has = |part: u8| layout & part != 0;
-    let mut cmd = Command::new(buf, argc);
-    cmd.arg(name).arg(body);
-    if has(NUMKEYS) {
-        cmd.arg(if has(KEY) && has(FENCE_KEY) {
-            b"2"
-        } else {
-            b"1"
-        });
-    }
-    if has(KEY) {
-        cmd.arg(s.resource);
-    }
-    if has(FENCE_KEY) {
-        cmd.arg_parts(&[s.resource, FENCE_SUFFIX]);
-    }
-    if has(TOKEN) {
-        cmd.arg(s.token);
-    }
-    if has(NX_PX) {
-        cmd.arg(b"NX").arg(b"PX");
-    }
-    if has(NUMBER) {
-        cmd.arg_uint(number);
-    }
-    cmd.finish()
-}
-
-// The optional arguments of a request (see `encode`).
-/// `numkeys` (scripts).
-const NUMKEYS: u8 = 1;
-/// The resource key.
-const KEY: u8 = 2;
-/// The fence counter key.
-const FENCE_KEY: u8 = 4;
-/// The token.
-const TOKEN: u8 = 8;
-/// `NX PX` (`SET`).
-const NX_PX: u8 = 16;
-/// The number (a ttl, a fence).
-const NUMBER: u8 = 32;
+mod encode;
+use encode::{encode, encode_native};
 
 #[derive(Debug, Clone, Copy)]
 struct Slot {
@@ -444,11 +257,13 @@ impl Engine {
         self.script = script;
         self.force_eval = force_eval;
         let (native, _) = self.native;
-        let mut bit = 1u16;
+        let mut next_bit = 1u16;
         for slot in self.slots_mut() {
             // The requests in flight are now of earlier rounds.
             slot.current = 0;
             slot.send = true;
+            let bit = next_bit;
+            next_bit = next_bit.wrapping_shl(1);
             slot.native = crate::NATIVE && (!crate::SCRIPTS || native & bit != 0);
             // F1, native: the fence is written only where the fenced
             // acquire's vote counted (the key is ours there); see SPEC F1.
@@ -472,13 +287,11 @@ impl Engine {
             }
             if keep {
                 slot.send = false;
-                bit = bit.wrapping_shl(1);
                 continue;
             }
             slot.outcome = ServerOutcome::Pending;
             slot.value = I64(0);
             slot.resent = false;
-            bit = bit.wrapping_shl(1);
         }
     }
 
@@ -599,20 +412,17 @@ impl Engine {
                         | Request::FenceRaise(_)
                 );
             if crate::NATIVE && crate::SCRIPTS && fallback && (to_script || to_native) {
+                let (refused, instead) = if to_script {
+                    ("native command", "as the script")
+                } else {
+                    ("script", "natively")
+                };
                 rl_log!(
                     info,
                     "server {}: {} refused, sending it {}",
                     server.0,
-                    if to_script {
-                        "native command"
-                    } else {
-                        "script"
-                    },
-                    if to_script {
-                        "as the script"
-                    } else {
-                        "natively"
-                    }
+                    refused,
+                    instead
                 );
                 slot.native = to_native;
                 slot.send = true;
@@ -920,362 +730,4 @@ pub(crate) fn outcome_of_other(reply: &Reply<'_>) -> ServerOutcome {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::indexing_slicing)]
-    use super::*;
-
-    /// The bytes of a command made of `args`, by the generic encoder.
-    fn command(args: &[&[u8]]) -> heapless::Vec<u8, 1024> {
-        let mut buf = [0u8; 1024];
-        let n = redlock_resp::command(&mut buf, args).unwrap();
-        heapless::Vec::from_slice(&buf[..n]).unwrap()
-    }
-
-    /// Sends every pending request of the round; returns the servers.
-    fn send_all(e: &mut Engine, s: &Subject<'_>) -> heapless::Vec<u8, 9> {
-        let mut buf = [0u8; 1024];
-        let mut sent = heapless::Vec::new();
-        while let Some(t) = e.poll_transmit(Instant::ZERO, s, &mut buf).unwrap() {
-            sent.push(t.server.0).unwrap();
-        }
-        sent
-    }
-
-    #[cfg(feature = "native")]
-    /// The bytes and reply count of the next request of `e`.
-    fn next(e: &mut Engine, s: &Subject<'_>) -> (heapless::Vec<u8, 1024>, u8) {
-        let mut buf = [0u8; 1024];
-        let t = e
-            .poll_transmit(Instant::ZERO, s, &mut buf)
-            .unwrap()
-            .unwrap();
-        (heapless::Vec::from_slice(&buf[..t.len]).unwrap(), t.replies)
-    }
-
-    #[cfg(all(feature = "native", feature = "fencing"))]
-    /// [`next`], its request then answered with nil (so that the next
-    /// round has room).
-    fn next_answered(e: &mut Engine, s: &Subject<'_>) -> (heapless::Vec<u8, 1024>, u8) {
-        let sent = next(e, s);
-        e.handle_reply(ServerId(0), &Reply::Nil).unwrap();
-        sent
-    }
-
-    #[cfg(feature = "native")]
-    fn dialect_engine(d: crate::handshake::Dialect) -> Engine {
-        let mut servers = Servers::new(1).unwrap();
-        servers.set_dialect(ServerId(0), d);
-        Engine::for_servers(&servers, Duration::from_millis(10))
-    }
-
-    #[test]
-    #[cfg(all(feature = "native", feature = "fencing"))]
-    fn native_requests_are_encoded_as_documented() {
-        use crate::handshake::Dialect;
-        let s = Subject {
-            resource: b"res",
-            token: b"tok",
-            #[cfg(feature = "mutants")]
-            bare_del_release: false,
-        };
-        let concat = |parts: &[&[&[u8]]]| {
-            let mut all = heapless::Vec::<u8, 1024>::new();
-            for p in parts {
-                all.extend_from_slice(&command(p)).unwrap();
-            }
-            all
-        };
-        let mut e = dialect_engine(Dialect::Native);
-        e.start_round(Request::Release);
-        assert_eq!(
-            next_answered(&mut e, &s),
-            (command(&[b"DELIFEQ", b"res", b"tok"]), 1)
-        );
-        e.start_round(Request::Extend(U64(2_000)));
-        assert_eq!(
-            next_answered(&mut e, &s),
-            (
-                command(&[b"SET", b"res", b"tok", b"IFEQ", b"tok", b"PX", b"2000"]),
-                1
-            )
-        );
-        e.start_round(Request::Inspect);
-        let want = concat(&[
-            &[b"MULTI"],
-            &[b"GET", b"res"],
-            &[b"PTTL", b"res"],
-            &[b"EXEC"],
-        ]);
-        assert_eq!(next_answered(&mut e, &s), (want, 4));
-        e.start_round(Request::FencedSet(U64(30)));
-        let want = concat(&[
-            &[b"MULTI"],
-            &[b"SET", b"res", b"tok", b"NX", b"PX", b"30"],
-            &[b"GET", b"res:fence"],
-            &[b"EXEC"],
-        ]);
-        assert_eq!(next_answered(&mut e, &s), (want, 4));
-        // The vote counted with counter 5: the fence 9 adds 4.
-        e.settle(ServerId(0), ServerOutcome::Ok, 5);
-        e.start_round(Request::FenceWrite(U64(9)));
-        assert_eq!(
-            next_answered(&mut e, &s),
-            (command(&[b"INCRBY", b"res:fence", b"4"]), 1)
-        );
-        // A server whose vote did not count gets no fence write.
-        e.start_round(Request::FencedSet(U64(30)));
-        let _ = next_answered(&mut e, &s);
-        e.settle(ServerId(0), ServerOutcome::Held, 5);
-        e.start_round(Request::FenceWrite(U64(9)));
-        assert!(
-            e.poll_transmit(Instant::ZERO, &s, &mut [0u8; 64])
-                .unwrap()
-                .is_none()
-        );
-        assert_eq!(e.report().get(ServerId(0)), Some(ServerOutcome::Held));
-        // The operator's repair: `GET`, then `INCRBY` by what the floor
-        // lacks where the counter was below it.
-        e.start_round(Request::FenceRaise(U64(100)));
-        assert_eq!(
-            next_answered(&mut e, &s),
-            (command(&[b"GET", b"res:fence"]), 1)
-        );
-        e.settle(ServerId(0), ServerOutcome::Pending, 40);
-        e.start_round(Request::FenceTopUp(U64(100)));
-        assert_eq!(
-            next_answered(&mut e, &s),
-            (command(&[b"INCRBY", b"res:fence", b"60"]), 1)
-        );
-        // `SET NX PX` has one form.
-        e.start_round(Request::Set(U64(7)));
-        assert_eq!(
-            next_answered(&mut e, &s),
-            (command(&[b"SET", b"res", b"tok", b"NX", b"PX", b"7"]), 1)
-        );
-    }
-
-    #[test]
-    #[cfg(all(feature = "native", feature = "scripts"))]
-    fn auto_falls_back_to_the_script_on_a_plain_err_and_native_does_not() {
-        use crate::handshake::Dialect;
-        let s = Subject {
-            resource: b"res",
-            token: b"tok",
-            #[cfg(feature = "mutants")]
-            bare_del_release: false,
-        };
-        let unknown = Reply::Error(redlock_resp::ServerError::new(
-            b"ERR unknown command 'DELIFEQ'",
-        ));
-        let mut e = dialect_engine(Dialect::NativeOrScripts);
-        e.start_round(Request::Release);
-        let (first, _) = next(&mut e, &s);
-        assert!(first.starts_with(b"*3\r\n$7\r\nDELIFEQ"));
-        assert_eq!(
-            e.handle_reply(ServerId(0), &unknown),
-            Ok(Disposition::Ignored)
-        );
-        let (again, replies) = next(&mut e, &s);
-        assert!(again.windows(7).any(|w| w == b"EVALSHA"), "{again:?}");
-        assert_eq!(replies, 1);
-        assert_eq!(
-            e.handle_flag_reply(ServerId(0), &Reply::Integer(1)),
-            Ok(true)
-        );
-        assert_eq!(e.report().get(ServerId(0)), Some(ServerOutcome::Ok));
-        // Not known yet: the script first; refused for want of permission,
-        // the native form, kept for the operation's later rounds, and no
-        // second fallback.
-        let mut e = dialect_engine(Dialect::ScriptsOrNative);
-        e.start_round(Request::Release);
-        let (first, _) = next(&mut e, &s);
-        assert!(first.windows(7).any(|w| w == b"EVALSHA"), "{first:?}");
-        let noperm = Reply::Error(redlock_resp::ServerError::new(b"NOPERM no scripts"));
-        assert_eq!(
-            e.handle_reply(ServerId(0), &noperm),
-            Ok(Disposition::Ignored)
-        );
-        assert_eq!(
-            next(&mut e, &s),
-            (command(&[b"DELIFEQ", b"res", b"tok"]), 1)
-        );
-        e.handle_flag_reply(ServerId(0), &Reply::Integer(1))
-            .unwrap();
-        e.start_round(Request::Extend(U64(5)));
-        let (later, _) = next(&mut e, &s);
-        assert!(later.starts_with(b"*7\r\n$3\r\nSET"), "{later:?}");
-        assert_eq!(e.handle_flag_reply(ServerId(0), &unknown), Ok(true));
-        assert!(!e.has_unsent(), "one fallback per server and operation");
-        // Native only: the error is the answer.
-        let mut e = dialect_engine(Dialect::Native);
-        e.start_round(Request::Release);
-        let _ = next(&mut e, &s);
-        assert_eq!(e.handle_flag_reply(ServerId(0), &unknown), Ok(true));
-        assert_eq!(
-            e.report().get(ServerId(0)),
-            Some(ServerOutcome::ServerError(ErrorKind::Err))
-        );
-        assert!(!e.has_unsent());
-        // A `NOPERM` is not a missing command: no fallback either.
-        let mut e = dialect_engine(Dialect::NativeOrScripts);
-        e.start_round(Request::Extend(U64(5)));
-        let _ = next(&mut e, &s);
-        let denied = Reply::Error(redlock_resp::ServerError::new(b"NOPERM no"));
-        assert_eq!(e.handle_flag_reply(ServerId(0), &denied), Ok(true));
-        assert!(!e.has_unsent());
-        // Extend's native answers: `+OK`, or nil where the key is not ours.
-        for (reply, want) in [
-            (Reply::Simple(b"OK"), ServerOutcome::Ok),
-            (Reply::Nil, ServerOutcome::NotHeld),
-            (Reply::Integer(1), ServerOutcome::UnexpectedReply),
-        ] {
-            let mut e = dialect_engine(Dialect::Native);
-            e.start_round(Request::Extend(U64(5)));
-            let _ = next(&mut e, &s);
-            e.handle_flag_reply(ServerId(0), &reply).unwrap();
-            assert_eq!(e.report().get(ServerId(0)), Some(want), "{reply:?}");
-        }
-    }
-
-    /// A build with `native` and without `scripts`: every request is
-    /// native whatever the servers' dialect says, and no script is linked.
-    #[test]
-    #[cfg(all(feature = "native", not(feature = "scripts")))]
-    fn a_build_without_scripts_sends_native_commands_only() {
-        use crate::handshake::{Commands, Dialect};
-        assert!(crate::handshake::SCRIPTS.is_empty());
-        for mode in [Commands::Auto, Commands::Scripts, Commands::Native] {
-            assert_eq!(mode.dialect(Some(false)), Dialect::Native);
-        }
-        let s = Subject {
-            resource: b"res",
-            token: b"tok",
-            #[cfg(feature = "mutants")]
-            bare_del_release: false,
-        };
-        let mut e = dialect_engine(Dialect::Scripts);
-        e.start_round_eval(Request::Release);
-        assert_eq!(
-            next(&mut e, &s),
-            (command(&[b"DELIFEQ", b"res", b"tok"]), 1)
-        );
-    }
-
-    #[test]
-    fn replies_to_earlier_rounds_are_stragglers() {
-        let s = Subject {
-            resource: b"res",
-            token: b"tok",
-            #[cfg(feature = "mutants")]
-            bare_del_release: false,
-        };
-        let ok = Reply::Integer(1);
-        let mut e = Engine::new(2, Duration::from_millis(10));
-        // Nothing in flight: a reply is unsolicited.
-        assert_eq!(e.handle_reply(ServerId(0), &ok), Err(Unsolicited));
-        e.start_round(Request::Extend(U64(10)));
-        assert_eq!(&send_all(&mut e, &s)[..], &[0, 1]);
-        // Round 2 before server 0 answered round 1; server 1 answered.
-        assert_eq!(e.handle_reply(ServerId(1), &ok), Ok(Disposition::Current));
-        e.start_round(Request::Release);
-        assert_eq!(&send_all(&mut e, &s)[..], &[0, 1]);
-        e.start_round(Request::Extend(U64(10)));
-        assert_eq!(&send_all(&mut e, &s)[..], &[0, 1]);
-        // Server 0: two stragglers (rounds 1 and 2), then round 3.
-        assert_eq!(e.handle_reply(ServerId(0), &ok), Ok(Disposition::Ignored));
-        assert_eq!(e.handle_reply(ServerId(0), &ok), Ok(Disposition::Ignored));
-        assert_eq!(e.handle_reply(ServerId(0), &ok), Ok(Disposition::Current));
-        assert_eq!(e.handle_reply(ServerId(0), &ok), Err(Unsolicited));
-        // Server 1: one straggler (round 2), then round 3.
-        assert_eq!(e.handle_reply(ServerId(1), &ok), Ok(Disposition::Ignored));
-        assert_eq!(e.handle_reply(ServerId(1), &ok), Ok(Disposition::Current));
-        // A settled server ignores a second answer to the same round.
-        e.start_round(Request::Release);
-        assert_eq!(&send_all(&mut e, &s)[..], &[0, 1]);
-        e.settle(ServerId(1), ServerOutcome::Ok, 0);
-        assert_eq!(e.handle_reply(ServerId(1), &ok), Ok(Disposition::Ignored));
-        // A connection error forgets what was in flight.
-        e.server_unusable(ServerId(0), ServerOutcome::ConnectionError);
-        assert_eq!(e.handle_reply(ServerId(0), &ok), Err(Unsolicited));
-    }
-
-    #[test]
-    fn a_server_that_does_not_answer_is_given_up_on() {
-        let s = Subject {
-            resource: b"res",
-            token: b"tok",
-            #[cfg(feature = "mutants")]
-            bare_del_release: false,
-        };
-        let mut e = Engine::new(1, Duration::from_millis(10));
-        // Ordinary rounds stop at half the room, one request per round.
-        for _ in 0..IN_FLIGHT / 2 {
-            e.start_round(Request::Extend(U64(10)));
-            assert_eq!(&send_all(&mut e, &s)[..], &[0]);
-        }
-        e.start_round(Request::Extend(U64(10)));
-        assert!(send_all(&mut e, &s).is_empty());
-        assert_eq!(e.report().get(ServerId(0)), Some(ServerOutcome::TimedOut));
-        // Releases use the rest of the room.
-        for _ in 0..IN_FLIGHT / 2 {
-            e.start_round_eval(Request::Release);
-            assert_eq!(&send_all(&mut e, &s)[..], &[0]);
-        }
-        e.start_round_eval(Request::Release);
-        assert!(send_all(&mut e, &s).is_empty());
-    }
-
-    #[test]
-    #[cfg(any(feature = "scripts", not(feature = "native")))]
-    fn every_request_is_encoded_as_documented() {
-        let s = Subject {
-            resource: b"res",
-            token: b"tok",
-            #[cfg(feature = "mutants")]
-            bare_del_release: false,
-        };
-        let fence_key: &[u8] = b"res:fence";
-        // (request, the arguments after `numkeys`)
-        let scripted: [(Request, &[&[u8]]); 6] = [
-            (
-                Request::FencedSet(U64(30)),
-                &[b"res", fence_key, b"tok", b"30"],
-            ),
-            (
-                Request::FenceWrite(U64(7)),
-                &[b"res", fence_key, b"tok", b"7"],
-            ),
-            (Request::Release, &[b"res", b"tok"]),
-            (Request::Extend(U64(1_000)), &[b"res", b"tok", b"1000"]),
-            (Request::Inspect, &[b"res"]),
-            (Request::FenceRaise(U64(41)), &[fence_key, b"41"]),
-        ];
-        let mut buf = [0u8; 1024];
-        for (request, rest) in scripted {
-            let script = request.script().unwrap();
-            let keys = match request {
-                Request::FencedSet(_) | Request::FenceWrite(_) => "2",
-                _ => "1",
-            };
-            for eval in [false, true] {
-                let n = encode(request, Some(script), eval, &s, &mut buf).unwrap();
-                let always_eval = matches!(request, Request::FenceRaise(_));
-                let (name, body): (&[u8], &[u8]) = if eval || always_eval {
-                    (b"EVAL", script.source.as_bytes())
-                } else {
-                    (b"EVALSHA", script.sha1.as_bytes())
-                };
-                let mut args: heapless::Vec<&[u8], 8> = heapless::Vec::new();
-                args.extend_from_slice(&[name, body, keys.as_bytes()])
-                    .unwrap();
-                args.extend_from_slice(rest).unwrap();
-                assert_eq!(&buf[..n], &command(&args)[..], "{request:?} eval {eval}");
-            }
-        }
-        let set = Request::Set(U64(10_000));
-        assert_eq!(set.script(), None);
-        let n = encode(set, None, false, &s, &mut buf).unwrap();
-        let want = command(&[b"SET", b"res", b"tok", b"NX", b"PX", b"10000"]);
-        assert_eq!(&buf[..n], &want[..]);
-    }
-}
+mod tests;

@@ -1,0 +1,233 @@
+//! Issue 24's multi-thread question: what the async API makes of a tokio
+//! multi-thread runtime (2 workers), and what a leader pinned per worker
+//! could make of it at most, next to rslock 0.10 on both runtimes. Five
+//! real `redis-server`s; 16 tasks on 16 distinct resources, lock + unlock
+//! cycles, `ROUNDS` interleaved rounds of `SECS` each, medians printed.
+//!
+//! Rows:
+//! - `ours multi-thread`: one client on a 2-worker multi-thread runtime,
+//!   as a user would build it (the library lets the driver thread serve
+//!   tasks there: `Reactor::available`).
+//! - `ours 2 x current-thread`: two threads, each with its own
+//!   current-thread runtime, its own client and 8 of the 16 tasks. This is
+//!   the ceiling of "the leader role pinned per worker": every worker leads
+//!   its own connections on the reactor, and no task ever moves between
+//!   workers (a real work-stealing runtime would move some).
+//! - `ours current-thread`: one client, 16 tasks on one current-thread
+//!   runtime.
+//! - `rslock current-thread`, `rslock multi-thread`: `LockManager` (one
+//!   attempt), 16 tasks.
+//!
+//! CPU is the whole process's (getrusage) per 1000 cycles, so it includes
+//! nothing of the servers.
+//!
+//! `cargo run --release -p redlock-benches --example multi_thread -- [ROUNDS] [SECS]`
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    unsafe_code
+)]
+
+extern crate alloc;
+
+use alloc::sync::Arc;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::time::Duration;
+use std::time::Instant;
+
+use redlock_std::Client;
+use redlock_tests::RedisServer;
+
+const TTL: Duration = Duration::from_secs(10);
+const TASKS: usize = 16;
+
+/// User + system CPU time of this process.
+fn cpu() -> Duration {
+    let mut ru = core::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `ru` is a writable, aligned `rusage`; RUSAGE_SELF is valid.
+    let r = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) };
+    assert_eq!(r, 0);
+    // SAFETY: getrusage succeeded and filled it (plain integers).
+    let ru = unsafe { ru.assume_init() };
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+fn runtime(multi: bool) -> tokio::runtime::Runtime {
+    if multi {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+}
+
+/// One measurement: cycles/s and CPU ms per 1000 cycles.
+#[derive(Clone, Copy)]
+struct Run {
+    rate: f64,
+    cpu: f64,
+}
+
+/// Runs `spawn_all` (which spawns the tasks and returns once they ended)
+/// on `shards` threads, each with its own runtime, for `secs`.
+fn measure<F>(shards: usize, secs: u64, body: F) -> Run
+where
+    F: Fn(usize, Arc<AtomicBool>, Arc<AtomicU64>) + Send + Sync + 'static,
+{
+    let body = Arc::new(body);
+    let count = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let cpu0 = cpu();
+    let t0 = Instant::now();
+    let threads: Vec<_> = (0..shards)
+        .map(|shard| {
+            let (body, stop, count) = (body.clone(), stop.clone(), count.clone());
+            std::thread::spawn(move || body(shard, stop, count))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(secs));
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let cycles = count.load(Ordering::Relaxed) as f64;
+    Run {
+        rate: cycles / t0.elapsed().as_secs_f64(),
+        cpu: (cpu() - cpu0).as_secs_f64() * 1e3 / cycles * 1000.0,
+    }
+}
+
+/// Our async client: `shards` threads, each with a runtime (`multi` or
+/// current-thread) and a client of its own, `TASKS / shards` tasks each.
+fn ours(urls: &[String], multi: bool, shards: usize, secs: u64) -> Run {
+    let urls = urls.to_vec();
+    measure(shards, secs, move |shard, stop, count| {
+        let rt = runtime(multi);
+        let client = Client::builder().servers(&urls).build_async().unwrap();
+        rt.block_on(async {
+            let tasks: Vec<_> = (0..TASKS / shards)
+                .map(|t| {
+                    let (client, stop, count) = (client.clone(), stop.clone(), count.clone());
+                    tokio::spawn(async move {
+                        let key = format!("ours-{shard}-{t}");
+                        while !stop.load(Ordering::Relaxed) {
+                            let lock = client.try_lock(key.as_bytes(), TTL).await.unwrap();
+                            client.unlock(&lock).await.unwrap();
+                            count.fetch_add(1, Ordering::Relaxed);
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+        });
+    })
+}
+
+/// rslock 0.10: one `LockManager`, `TASKS` tasks on one runtime.
+fn rslock(urls: &[String], multi: bool, secs: u64) -> Run {
+    let urls = urls.to_vec();
+    measure(1, secs, move |_, stop, count| {
+        let rt = runtime(multi);
+        let mut manager = rslock::LockManager::new(urls.clone());
+        manager.set_retry(1, Duration::from_millis(1));
+        rt.block_on(async {
+            let tasks: Vec<_> = (0..TASKS)
+                .map(|t| {
+                    let (manager, stop, count) = (manager.clone(), stop.clone(), count.clone());
+                    tokio::spawn(async move {
+                        let key = format!("rslock-{t}");
+                        while !stop.load(Ordering::Relaxed) {
+                            let lock = manager.lock(key.as_bytes(), TTL).await.unwrap();
+                            manager.unlock(&lock).await;
+                            count.fetch_add(1, Ordering::Relaxed);
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+        });
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let rounds: usize = args.next().map_or(3, |n| n.parse().unwrap());
+    let secs: u64 = args.next().map_or(4, |n| n.parse().unwrap());
+    let servers: Vec<RedisServer> = (0..5).map(|_| RedisServer::start().unwrap()).collect();
+    let urls: Vec<String> = servers
+        .iter()
+        .map(|s| format!("redis://{}", s.addr()))
+        .collect();
+    type Row = (&'static str, Box<dyn Fn(&[String], u64) -> Run>);
+    let rows: Vec<Row> = vec![
+        ("ours multi-thread", Box::new(|u, s| ours(u, true, 1, s))),
+        (
+            "ours 2 x current-thread",
+            Box::new(|u, s| ours(u, false, 2, s)),
+        ),
+        ("ours current-thread", Box::new(|u, s| ours(u, false, 1, s))),
+        (
+            "rslock current-thread",
+            Box::new(|u, s| rslock(u, false, s)),
+        ),
+        ("rslock multi-thread", Box::new(|u, s| rslock(u, true, s))),
+    ];
+    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); rows.len()];
+    for round in 0..rounds {
+        let mut line = format!("round {round}:");
+        for (i, (name, run)) in rows.iter().enumerate() {
+            let r = run(&urls, secs);
+            line += &format!(" {name} {:.0}/s;", r.rate);
+            runs[i].push(r);
+        }
+        println!("{line}");
+    }
+    let rate: Vec<f64> = runs
+        .iter()
+        .map(|r| median(r.iter().map(|r| r.rate).collect()))
+        .collect();
+    println!("\n| row | cycles/s (median of {rounds}) | range | CPU ms / 1000 cycles |");
+    println!("|---|---:|---:|---:|");
+    for (i, (name, _)) in rows.iter().enumerate() {
+        let lo = runs[i].iter().map(|r| r.rate).fold(f64::MAX, f64::min);
+        let hi = runs[i].iter().map(|r| r.rate).fold(0.0, f64::max);
+        let cpu = median(runs[i].iter().map(|r| r.cpu).collect());
+        println!("| {name} | {:.0} | {lo:.0}–{hi:.0} | {cpu:.1} |", rate[i]);
+    }
+    let best = rate[3].max(rate[4]);
+    println!(
+        "\nours multi-thread / rslock's best: {:.2}x",
+        rate[0] / best
+    );
+    println!(
+        "ours multi-thread / rslock multi-thread: {:.2}x",
+        rate[0] / rate[4]
+    );
+    println!(
+        "ours 2 x current-thread (pinned-leader ceiling) / rslock's best: {:.2}x",
+        rate[1] / best
+    );
+    println!(
+        "ours current-thread / rslock current-thread: {:.2}x",
+        rate[2] / rate[3]
+    );
+}

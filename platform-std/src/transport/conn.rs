@@ -178,8 +178,9 @@ impl Conn {
         Ok(())
     }
 
-    /// Reads until `WouldBlock` (true), or until the frame limit is
-    /// buffered (false: parse, then read again).
+    /// Reads until the socket is drained (true: `WouldBlock`, or a short
+    /// read where that shows it, see [`Stream::short_read_drains`]), or
+    /// until the frame limit is buffered (false: parse, then read again).
     pub(super) fn read(&mut self, limits: Limits) -> io::Result<bool> {
         let limit = limits
             .max_frame_len
@@ -197,9 +198,17 @@ impl Conn {
                 self.inbuf.resize(self.filled + READ_CHUNK, 0);
             }
             let room = self.inbuf.get_mut(self.filled..).unwrap_or_default();
+            let asked = room.len();
             match stream.read(room) {
                 Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-                Ok(n) => self.filled += n,
+                Ok(n) => {
+                    self.filled += n;
+                    // Drained: reading again would only return
+                    // `WouldBlock` (a syscall per socket and turn).
+                    if n < asked && stream.short_read_drains() {
+                        return Ok(true);
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),

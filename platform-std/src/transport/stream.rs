@@ -181,6 +181,34 @@ impl Stream {
         }
     }
 
+    /// Whether a read that filled less than its buffer shows the socket
+    /// drained, so that the next byte to arrive raises a new event: a plain
+    /// socket on an edge-triggered poll (mio's epoll and kqueue; tokio
+    /// reads its sockets the same way). Not a TLS stream (a short read of
+    /// plaintext says nothing of the records still on the socket), nor a
+    /// level-triggered poll (Windows), which must read until `WouldBlock`.
+    pub(super) fn short_read_drains(&self) -> bool {
+        match self {
+            Stream::Plain(_) => cfg!(any(
+                target_os = "android",
+                target_os = "illumos",
+                target_os = "linux",
+                target_os = "redox",
+                target_os = "dragonfly",
+                target_os = "freebsd",
+                target_os = "ios",
+                target_os = "macos",
+                target_os = "netbsd",
+                target_os = "openbsd",
+                target_os = "tvos",
+                target_os = "visionos",
+                target_os = "watchos",
+            )),
+            #[cfg(feature = "tls")]
+            Stream::Tls(_) => false,
+        }
+    }
+
     /// Why the TLS layer failed (once).
     pub(super) fn take_failure(&mut self) -> Option<TlsFailure> {
         match self {

@@ -359,7 +359,7 @@ impl<J: Job> State<J> {
     /// the operations they answer.
     pub(super) fn read_ready(&mut self, ready: u64, now: Instant) {
         for i in 0..self.conns.len() {
-            // Only sockets the poll reported: each is read until WouldBlock
+            // Only sockets the poll reported: each is read until drained
             // (mio is edge-triggered), the others would read nothing.
             if !self.conns[i].is_up() || ready & bit(i) == 0 {
                 continue;

@@ -34,6 +34,8 @@
 #[allow(dead_code)]
 #[path = "client/cost.rs"]
 mod cost;
+#[path = "client/servers_cpu.rs"]
+mod servers_cpu;
 
 extern crate alloc;
 
@@ -46,6 +48,7 @@ use redlock_std::{Client, Commands};
 use redlock_tests::{RedisServer, ServerKind};
 
 use crate::cost::Cost;
+use crate::servers_cpu::ServersCpu;
 
 const SERVERS: usize = 5;
 const TTL: Duration = Duration::from_secs(10);
@@ -61,43 +64,6 @@ fn env_or(name: &str, default: f64) -> f64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// The five servers' CPU time: their pids, and the length of a clock tick.
-struct ServersCpu {
-    pids: Vec<u32>,
-    /// Clock ticks per second.
-    hz: f64,
-}
-
-impl ServersCpu {
-    #[allow(unsafe_code)]
-    fn new(servers: &[RedisServer]) -> ServersCpu {
-        // SAFETY: sysconf has no preconditions; _SC_CLK_TCK is a valid name.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-        assert!(hz > 0, "sysconf(_SC_CLK_TCK) = {hz}");
-        ServersCpu {
-            pids: servers.iter().map(RedisServer::pid).collect(),
-            hz: hz as f64,
-        }
-    }
-
-    /// utime + stime of every server process so far (all its threads).
-    fn now(&self) -> Duration {
-        let ticks: u64 = self
-            .pids
-            .iter()
-            .map(|pid| {
-                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-                // The fields after the command name, which is in parentheses
-                // and may hold spaces: state is field 3, utime 14, stime 15.
-                let rest = &stat[stat.rfind(')').unwrap() + 1..];
-                let fields: Vec<&str> = rest.split_whitespace().collect();
-                fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
-            })
-            .sum();
-        Duration::from_secs_f64(ticks as f64 / self.hz)
-    }
 }
 
 /// Per command (lowercase, as `INFO commandstats` names it): calls and

@@ -18,16 +18,11 @@
 //! - `rslock current-thread`, `rslock multi-thread`: `LockManager` (one
 //!   attempt), 16 tasks.
 //!
-//! CPU is the whole process's (getrusage) per 1000 cycles, so it includes
-//! nothing of the servers.
+//! Per cycle: the client's CPU and context switches (the whole process,
+//! `getrusage`) and the five servers' CPU (`/proc/<pid>/stat`).
 //!
 //! `cargo run --release -p redlock-benches --example multi_thread -- [ROUNDS] [SECS]`
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    unsafe_code
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 extern crate alloc;
 
@@ -39,22 +34,18 @@ use std::time::Instant;
 use redlock_std::Client;
 use redlock_tests::RedisServer;
 
+// Shared with the benches (which use more of it).
+#[allow(dead_code)]
+#[path = "../benches/client/cost.rs"]
+mod cost;
+#[path = "../benches/client/servers_cpu.rs"]
+mod servers_cpu;
+
+use cost::Cost;
+use servers_cpu::ServersCpu;
+
 const TTL: Duration = Duration::from_secs(10);
 const TASKS: usize = 16;
-
-/// User + system CPU time of this process.
-fn cpu() -> Duration {
-    let mut ru = core::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: `ru` is a writable, aligned `rusage`; RUSAGE_SELF is valid.
-    let r = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) };
-    assert_eq!(r, 0);
-    // SAFETY: getrusage succeeded and filled it (plain integers).
-    let ru = unsafe { ru.assume_init() };
-    let tv = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-    };
-    tv(ru.ru_utime) + tv(ru.ru_stime)
-}
 
 fn runtime(multi: bool) -> tokio::runtime::Runtime {
     if multi {
@@ -71,23 +62,62 @@ fn runtime(multi: bool) -> tokio::runtime::Runtime {
     }
 }
 
-/// One measurement: cycles/s and CPU ms per 1000 cycles.
+/// One measurement: cycles/s, and per cycle the client's CPU (µs), the
+/// servers' CPU (µs), the client's context switches, the commands the
+/// servers ran and the reads they made (their `read()` calls that brought
+/// commands: fewer per command when the client writes more per `write`).
 #[derive(Clone, Copy)]
 struct Run {
     rate: f64,
     cpu: f64,
+    servers: f64,
+    switches: f64,
+    commands: f64,
+    reads: f64,
+}
+
+/// Summed over the servers: commands run (`INFO commandstats`, without the
+/// `INFO` that asks) and reads processed (`INFO stats`).
+fn server_counts(servers: &[RedisServer]) -> (u64, u64) {
+    let mut commands = 0;
+    let mut reads = 0;
+    for server in servers {
+        commands += server
+            .command_stats()
+            .unwrap()
+            .iter()
+            .filter(|(name, _)| name.as_str() != "info")
+            .map(|(_, &(calls, _))| calls)
+            .sum::<u64>();
+        let info = server
+            .conn()
+            .unwrap()
+            .request(&[b"INFO", b"stats"])
+            .unwrap();
+        let redlock_tests::Value::Bulk(text) = info else {
+            panic!("INFO stats: {info:?}");
+        };
+        reads += String::from_utf8_lossy(&text)
+            .lines()
+            .find_map(|l| l.strip_prefix("total_reads_processed:"))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .unwrap();
+    }
+    (commands, reads)
 }
 
 /// Runs `spawn_all` (which spawns the tasks and returns once they ended)
 /// on `shards` threads, each with its own runtime, for `secs`.
-fn measure<F>(shards: usize, secs: u64, body: F) -> Run
+fn measure<F>(servers: &[RedisServer], shards: usize, secs: u64, body: F) -> Run
 where
     F: Fn(usize, Arc<AtomicBool>, Arc<AtomicU64>) + Send + Sync + 'static,
 {
     let body = Arc::new(body);
     let count = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
-    let cpu0 = cpu();
+    let cpu = ServersCpu::new(servers);
+    let counts0 = server_counts(servers);
+    let (cost0, servers0) = (Cost::now(), cpu.now());
     let t0 = Instant::now();
     let threads: Vec<_> = (0..shards)
         .map(|shard| {
@@ -100,18 +130,25 @@ where
     for t in threads {
         t.join().unwrap();
     }
+    let elapsed = t0.elapsed().as_secs_f64();
+    let (cost, servers_cpu) = (Cost::now().since(cost0), cpu.now() - servers0);
     let cycles = count.load(Ordering::Relaxed) as f64;
+    let counts = server_counts(servers);
     Run {
-        rate: cycles / t0.elapsed().as_secs_f64(),
-        cpu: (cpu() - cpu0).as_secs_f64() * 1e3 / cycles * 1000.0,
+        rate: cycles / elapsed,
+        cpu: cost.cpu.as_secs_f64() * 1e6 / cycles,
+        servers: servers_cpu.as_secs_f64() * 1e6 / cycles,
+        switches: cost.switches as f64 / cycles,
+        commands: (counts.0 - counts0.0) as f64 / cycles,
+        reads: (counts.1 - counts0.1) as f64 / cycles,
     }
 }
 
 /// Our async client: `shards` threads, each with a runtime (`multi` or
 /// current-thread) and a client of its own, `TASKS / shards` tasks each.
-fn ours(urls: &[String], multi: bool, shards: usize, secs: u64) -> Run {
+fn ours(urls: &[String], servers: &[RedisServer], multi: bool, shards: usize, secs: u64) -> Run {
     let urls = urls.to_vec();
-    measure(shards, secs, move |shard, stop, count| {
+    measure(servers, shards, secs, move |shard, stop, count| {
         let rt = runtime(multi);
         let client = Client::builder().servers(&urls).build_async().unwrap();
         rt.block_on(async {
@@ -136,9 +173,9 @@ fn ours(urls: &[String], multi: bool, shards: usize, secs: u64) -> Run {
 }
 
 /// rslock 0.10: one `LockManager`, `TASKS` tasks on one runtime.
-fn rslock(urls: &[String], multi: bool, secs: u64) -> Run {
+fn rslock(urls: &[String], servers: &[RedisServer], multi: bool, secs: u64) -> Run {
     let urls = urls.to_vec();
-    measure(1, secs, move |_, stop, count| {
+    measure(servers, 1, secs, move |_, stop, count| {
         let rt = runtime(multi);
         let mut manager = rslock::LockManager::new(urls.clone());
         manager.set_retry(1, Duration::from_millis(1));
@@ -177,25 +214,37 @@ fn main() {
         .iter()
         .map(|s| format!("redis://{}", s.addr()))
         .collect();
-    type Row = (&'static str, Box<dyn Fn(&[String], u64) -> Run>);
+    type Row = (
+        &'static str,
+        Box<dyn Fn(&[String], &[RedisServer], u64) -> Run>,
+    );
     let rows: Vec<Row> = vec![
-        ("ours multi-thread", Box::new(|u, s| ours(u, true, 1, s))),
+        (
+            "ours multi-thread",
+            Box::new(|u, c, s| ours(u, c, true, 1, s)),
+        ),
         (
             "ours 2 x current-thread",
-            Box::new(|u, s| ours(u, false, 2, s)),
+            Box::new(|u, c, s| ours(u, c, false, 2, s)),
         ),
-        ("ours current-thread", Box::new(|u, s| ours(u, false, 1, s))),
+        (
+            "ours current-thread",
+            Box::new(|u, c, s| ours(u, c, false, 1, s)),
+        ),
         (
             "rslock current-thread",
-            Box::new(|u, s| rslock(u, false, s)),
+            Box::new(|u, c, s| rslock(u, c, false, s)),
         ),
-        ("rslock multi-thread", Box::new(|u, s| rslock(u, true, s))),
+        (
+            "rslock multi-thread",
+            Box::new(|u, c, s| rslock(u, c, true, s)),
+        ),
     ];
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); rows.len()];
     for round in 0..rounds {
         let mut line = format!("round {round}:");
         for (i, (name, run)) in rows.iter().enumerate() {
-            let r = run(&urls, secs);
+            let r = run(&urls, &servers, secs);
             line += &format!(" {name} {:.0}/s;", r.rate);
             runs[i].push(r);
         }
@@ -205,13 +254,23 @@ fn main() {
         .iter()
         .map(|r| median(r.iter().map(|r| r.rate).collect()))
         .collect();
-    println!("\n| row | cycles/s (median of {rounds}) | range | CPU ms / 1000 cycles |");
-    println!("|---|---:|---:|---:|");
+    println!(
+        "\n| row | cycles/s (median of {rounds}) | range | client CPU µs / cycle | servers' CPU µs / cycle | client context switches / cycle | server commands / cycle | commands per server read |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for (i, (name, _)) in rows.iter().enumerate() {
         let lo = runs[i].iter().map(|r| r.rate).fold(f64::MAX, f64::min);
         let hi = runs[i].iter().map(|r| r.rate).fold(0.0, f64::max);
-        let cpu = median(runs[i].iter().map(|r| r.cpu).collect());
-        println!("| {name} | {:.0} | {lo:.0}–{hi:.0} | {cpu:.1} |", rate[i]);
+        let of = |f: fn(&Run) -> f64| median(runs[i].iter().map(f).collect());
+        println!(
+            "| {name} | {:.0} | {lo:.0}–{hi:.0} | {:.1} | {:.1} | {:.2} | {:.1} | {:.2} |",
+            rate[i],
+            of(|r| r.cpu),
+            of(|r| r.servers),
+            of(|r| r.switches),
+            of(|r| r.commands),
+            of(|r| r.commands / r.reads),
+        );
     }
     let best = rate[3].max(rate[4]);
     println!(

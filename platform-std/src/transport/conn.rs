@@ -181,7 +181,10 @@ impl Conn {
     /// Reads until the socket is drained (true: `WouldBlock`, or a short
     /// read where that shows it, see [`Stream::short_read_drains`]), or
     /// until the frame limit is buffered (false: parse, then read again).
-    pub(super) fn read(&mut self, limits: Limits) -> io::Result<bool> {
+    /// `closed`: the poll's event said the peer closed or the socket
+    /// failed; it is then read until the end or the error (which no later
+    /// event would announce), short reads or not.
+    pub(super) fn read(&mut self, limits: Limits, closed: bool) -> io::Result<bool> {
         let limit = limits
             .max_frame_len
             .saturating_add(limits.max_line_len)
@@ -203,9 +206,10 @@ impl Conn {
                 Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
                 Ok(n) => {
                     self.filled += n;
-                    // Drained: reading again would only return
-                    // `WouldBlock` (a syscall per socket and turn).
-                    if n < asked && stream.short_read_drains() {
+                    // Drained (and no EOF or error queued behind the
+                    // data): reading again would only return `WouldBlock`,
+                    // a syscall per socket and turn.
+                    if n < asked && !closed && stream.short_read_drains() {
                         return Ok(true);
                     }
                 }

@@ -416,6 +416,7 @@ impl<J: Job> Transport<J> {
         // wait for it.
         self.wake(wake);
         let mut ready = 0u64;
+        let mut closed = 0u64;
         {
             let mut poller = relock(self.poller.lock());
             let Poller { poll, events, .. } = &mut *poller;
@@ -434,6 +435,9 @@ impl<J: Job> Transport<J> {
             for event in events.iter() {
                 if event.token() != WAKE {
                     ready |= bit(event.token().0);
+                    if event.is_read_closed() || event.is_error() {
+                        closed |= bit(event.token().0);
+                    }
                 }
             }
         }
@@ -443,7 +447,7 @@ impl<J: Job> Transport<J> {
         let _ = self.kick.set_polling(false);
         let now = self.now();
         st.progress_connects();
-        st.read_ready(ready, now);
+        st.read_ready(ready, closed, now);
         // The sessions' deadlines before the operations' (same `now`).
         st.expire_sessions(now);
         st.pump_all(now);

@@ -183,26 +183,37 @@ impl Stream {
 
     /// Whether a read that filled less than its buffer shows the socket
     /// drained, so that the next byte to arrive raises a new event: a plain
-    /// socket on an edge-triggered poll (mio's epoll and kqueue; tokio
-    /// reads its sockets the same way). Not a TLS stream (a short read of
-    /// plaintext says nothing of the records still on the socket), nor a
-    /// level-triggered poll (Windows), which must read until `WouldBlock`.
+    /// socket on mio's epoll or kqueue (edge-triggered: every arrival
+    /// raises one; the targets are mio's own lists for those selectors, to
+    /// keep in step with it; tokio reads its sockets the same way). Not a
+    /// TLS stream (a short read of plaintext says nothing of the records
+    /// still on the socket), nor a selector that re-arms only after a
+    /// `WouldBlock` (Windows, Solaris's event ports, poll(2), which mio
+    /// uses under `--cfg mio_unsupported_force_poll_poll`): those must read
+    /// until `WouldBlock`. An EOF or error already queued behind the data
+    /// raises no further event: the caller reads on when the event said
+    /// the socket was closed (see `Conn::read`).
     pub(super) fn short_read_drains(&self) -> bool {
         match self {
-            Stream::Plain(_) => cfg!(any(
-                target_os = "android",
-                target_os = "illumos",
-                target_os = "linux",
-                target_os = "redox",
-                target_os = "dragonfly",
-                target_os = "freebsd",
-                target_os = "ios",
-                target_os = "macos",
-                target_os = "netbsd",
-                target_os = "openbsd",
-                target_os = "tvos",
-                target_os = "visionos",
-                target_os = "watchos",
+            Stream::Plain(_) => cfg!(all(
+                not(mio_unsupported_force_poll_poll),
+                any(
+                    // epoll
+                    target_os = "android",
+                    target_os = "illumos",
+                    target_os = "linux",
+                    target_os = "redox",
+                    // kqueue
+                    target_os = "dragonfly",
+                    target_os = "freebsd",
+                    target_os = "ios",
+                    target_os = "macos",
+                    target_os = "netbsd",
+                    target_os = "openbsd",
+                    target_os = "tvos",
+                    target_os = "visionos",
+                    target_os = "watchos",
+                )
             )),
             #[cfg(feature = "tls")]
             Stream::Tls(_) => false,

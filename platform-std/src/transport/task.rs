@@ -597,6 +597,7 @@ impl<J: Job> Transport<J> {
             st.pump_all(self.now());
         }
         let mut mask = 0u64;
+        let mut closed = 0u64;
         let mut any = false;
         // One event per socket and the waker at most (16 servers): the 64
         // events hold them all, so none is left behind the readiness the
@@ -607,6 +608,9 @@ impl<J: Job> Transport<J> {
                     any = true;
                     if event.token() != WAKE {
                         mask |= bit(event.token().0);
+                        if event.is_read_closed() || event.is_error() {
+                            closed |= bit(event.token().0);
+                        }
                     }
                 }
             }
@@ -615,7 +619,7 @@ impl<J: Job> Transport<J> {
         }
         let now = self.now();
         st.progress_connects();
-        st.read_ready(mask, now);
+        st.read_ready(mask, closed, now);
         st.expire_sessions(now);
         st.pump_all(now);
         st.flush_all();

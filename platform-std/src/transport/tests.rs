@@ -786,3 +786,53 @@ fn a_lookup_landing_during_a_connect_is_checked_before_use() {
         st.conns[0].refused
     );
 }
+
+/// A reply and the server's FIN both arrive while the leader is busy
+/// (handling another reply), so the poll reports them in one event, flagged
+/// read-closed. The short read of the reply must not hide the EOF behind
+/// it (no further event would announce it): the connection goes down, and
+/// the next request reconnects instead of going out on a closed socket.
+#[test]
+fn an_eof_behind_a_short_read_is_seen() {
+    let (t, listener) = transport();
+    let (tx, rx) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.write_all(&handshake_ok()).unwrap();
+        let mut seen = Vec::new();
+        let mut chunk = [0u8; 65536];
+        while seen.windows(4).filter(|w| w == b"PING").count() < 2 {
+            let n = s.read(&mut chunk).unwrap();
+            assert!(n > 0);
+            seen.extend_from_slice(&chunk[..n]);
+        }
+        s.write_all(b"+PONG\r\n").unwrap();
+        // The client handles that reply for 300 ms (`slow_first_reply`).
+        std::thread::sleep(StdDuration::from_millis(100));
+        s.write_all(b"+PONG\r\n").unwrap();
+        s.shutdown(std::net::Shutdown::Both).unwrap();
+        drop(s);
+        tx.send(()).unwrap();
+        // Any later connection is served.
+        serve_ok(listener);
+        std::thread::sleep(StdDuration::from_secs(60));
+    });
+    let slow = |t: &Arc<Transport<TestOp>>| TestOp {
+        slow_first_reply: Some(StdDuration::from_millis(300)),
+        ..TestOp::ping(t, 5_000)
+    };
+    let a = spawn_run(&t, slow(&t));
+    let b = spawn_run(&t, slow(&t));
+    assert_eq!(a.recv_timeout(StdDuration::from_secs(10)), Ok(Some(7)));
+    assert_eq!(b.recv_timeout(StdDuration::from_secs(10)), Ok(Some(7)));
+    rx.recv().unwrap();
+    std::thread::sleep(StdDuration::from_millis(200));
+    let state = t.lock().conns[0].session.state();
+    assert_ne!(
+        state,
+        SessionState::Ready,
+        "EOF unseen: the connection still counts as up"
+    );
+    // 7: replied (1 would be a connection error).
+    assert_eq!(t.run(TestOp::ping(&t, 2_000)), 7);
+}

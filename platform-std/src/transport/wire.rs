@@ -355,17 +355,19 @@ impl<J: Job> State<J> {
         }
     }
 
-    /// Reads the sockets the poll reported ready and hands their replies to
-    /// the operations they answer.
-    pub(super) fn read_ready(&mut self, ready: u64, now: Instant) {
+    /// Reads the sockets the poll reported ready (`ready`; `closed`: those
+    /// whose event said the peer closed or the socket failed) and hands
+    /// their replies to the operations they answer.
+    pub(super) fn read_ready(&mut self, ready: u64, closed: u64, now: Instant) {
         for i in 0..self.conns.len() {
-            // Only sockets the poll reported: each is read until drained
-            // (mio is edge-triggered), the others would read nothing.
+            // Only sockets the poll reported: each is read until drained,
+            // or to its end when the event said it closed (mio is
+            // edge-triggered), the others would read nothing.
             if !self.conns[i].is_up() || ready & bit(i) == 0 {
                 continue;
             }
             loop {
-                let read = self.conns[i].read(self.config.limits);
+                let read = self.conns[i].read(self.config.limits, closed & bit(i) != 0);
                 // Parse what arrived, even before an error, then close on error.
                 let before = self.conns[i].filled;
                 let routed = self.dispatch(i, now);

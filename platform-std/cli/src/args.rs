@@ -593,14 +593,20 @@ pub(crate) fn shown(arg: &str) -> String {
 
 /// `arg` with whatever may be a password hidden: in an argument with an `@`
 /// (a misplaced server URL, say), everything between its `scheme://` (if
-/// any) and its last `@`. A password is never shown, even when the argument
-/// is not where it belongs.
+/// any, and if no `@` comes before it) and its last `@`. A password is never
+/// shown, even when the argument is not where it belongs, or is a list of
+/// URLs of which only a later one has a scheme.
 pub(crate) fn masked(arg: &str) -> String {
     match arg.rfind('@') {
         None => arg.to_string(),
         Some(at) => {
             let start = arg.find("://").map_or(0, |i| i + 3);
-            let start = if start <= at { start } else { 0 };
+            let before = arg.get(..start).unwrap_or("");
+            let start = if start <= at && !before.contains('@') {
+                start
+            } else {
+                0
+            };
             format!(
                 "{}***{}",
                 arg.get(..start).unwrap_or(""),
@@ -665,6 +671,9 @@ mod tests {
             ("u:pw@h:1", "***@h:1"),
             ("--redis://:pw@h", "--redis://***@h"),
             ("pw@h://x", "***@h://x"),
+            // A list whose first URL has no scheme, a later one has.
+            ("u:pw@h1,redis://:pw@h2", "***@h2"),
+            ("redis://:pw@h1,redis://:pw@h2", "redis://***@h2"),
             ("plain", "plain"),
             ("127.0.0.1:6379", "127.0.0.1:6379"),
         ] {

@@ -1,11 +1,12 @@
 //! The command line, as clap definitions: the subcommands (each one's
 //! options are defined next to its code, those several share in `args.rs`),
-//! the help built from them (usage lines and option tables included), and
-//! usage errors in one line that never shows a password.
+//! the help built from them (usage lines and option tables included), usage
+//! errors in one line that never shows a password, and the shell
+//! completions made from the same definitions.
 
 use clap::builder::StyledStr;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::{Arg, Command, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
+use clap::{Arg, Args, Command, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 use crate::args::{ACQUIRE_OPTIONS, SERVER_OPTIONS, Verbosity, WAITING, masked, shown};
 use crate::{EX_USAGE, bench, demo, guard, run};
@@ -83,6 +84,12 @@ pub(crate) enum Sub {
         help_template = TEMPLATE
     )]
     Demo(demo::DemoArgs),
+    #[command(
+        about = "Print a shell's completions for redlock",
+        before_help = COMPLETIONS_ABOUT,
+        help_template = TEMPLATE
+    )]
+    Completions(CompletionsArgs),
     /// `redlock version`, as `redlock --version`.
     #[command(hide = true)]
     Version,
@@ -103,6 +110,7 @@ impl Sub {
             Sub::FenceRepair(_) => "fence-repair",
             Sub::Bench(_) => "bench",
             Sub::Demo(_) => "demo",
+            Sub::Completions(_) => "completions",
             Sub::Version => "version",
             Sub::GroupGuard => guard::SUBCOMMAND,
         }
@@ -118,9 +126,16 @@ impl Sub {
             Sub::FenceRepair(a) => a.verbosity.verbose,
             Sub::Bench(a) => a.verbosity.verbose,
             Sub::Demo(a) => a.verbosity.verbose,
-            Sub::Version | Sub::GroupGuard => 0,
+            Sub::Completions(_) | Sub::Version | Sub::GroupGuard => 0,
         }
     }
+}
+
+/// `redlock completions SHELL`.
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    #[arg(value_name = "SHELL", help = "the shell to complete for")]
+    pub(crate) shell: clap_complete::Shell,
 }
 
 /// The help's layout: the one-line summary, the usage, then the
@@ -135,6 +150,14 @@ shell scripts (acquire, unlock), inspects them, repairs fencing-token
 counters, benchmarks a set of servers, and demonstrates the algorithm on
 five local redis-server processes. Every subcommand also takes -h/--help and
 -v/--verbose (also before the subcommand: redlock -vv lock ...).";
+
+/// `redlock completions --help`: where the scripts go.
+const COMPLETIONS_ABOUT: &str = "\
+Prints the completion script of SHELL for redlock on stdout:
+
+  redlock completions bash > ~/.local/share/bash-completion/completions/redlock
+  redlock completions zsh > ~/.zfunc/_redlock    # a directory in $fpath
+  redlock completions fish > ~/.config/fish/completions/redlock.fish";
 
 /// The prose at the end of the top-level help.
 const NOTES: &str = "\
@@ -156,7 +179,8 @@ Exit statuses: the command's own (lock); 64 bad usage; 65 fence counters
 lost (see fence-repair); 69 too few servers answered; 70 lock lost or
 internal error; 75 (or -E N) held by someone else.
 
-Run `redlock SUBCOMMAND --help` for more.";
+Run `redlock SUBCOMMAND --help` for more; `redlock completions SHELL` prints
+a shell's completions.";
 
 /// The width the help is wrapped at: fixed, not the terminal's, so that it
 /// reads the same everywhere (and tests see what people see).
@@ -457,6 +481,19 @@ fn arg_name(arg: &str) -> String {
 /// `s` without its styles.
 fn plain(s: &StyledStr) -> String {
     s.to_string()
+}
+
+/// The completion script of `shell`, for `redlock completions SHELL`.
+pub(crate) fn completions(shell: clap_complete::Shell) -> Vec<u8> {
+    // Without the hidden subcommands, which clap_complete would offer.
+    let cmd = command();
+    let mut shown = Command::new("redlock")
+        .version(env!("CARGO_PKG_VERSION"))
+        .args(cmd.get_arguments().cloned())
+        .subcommands(cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut shown, "redlock", &mut out);
+    out
 }
 
 #[cfg(test)]
@@ -792,6 +829,7 @@ mod tests {
             (&["unlock", "r"], "missing TOKEN"),
             (&["inspect", "r", "extra"], "unexpected argument \"extra\""),
             (&["acquire", "--fence=1", "r"], "--fence"),
+            (&["completions", "tcsh"], "bash"),
         ] {
             let err = parse(args).unwrap_err();
             assert!(err.contains(expected), "{args:?}: {err}");
@@ -827,6 +865,7 @@ mod tests {
             vec!["bench", "--clients", url],
             vec!["demo", "--workers", url],
             vec!["fence-repair", "--at-least", url, "r"],
+            vec!["completions", url],
             vec!["acquire", "--fence", url, "r", url],
             vec!["acquire", &format!("--fence={url}"), "r"],
             vec!["acquire", "-w", url, "r"],
@@ -905,5 +944,29 @@ mod tests {
         assert!(usage("lock").ends_with("RESOURCE [--] CMD [ARGS..]"));
         assert!(usage("fence-repair").contains(" --at-least N "));
         assert!(usage("unlock").ends_with("RESOURCE TOKEN"));
+    }
+
+    #[test]
+    fn the_completions_name_the_subcommands_and_options() {
+        for shell in [
+            clap_complete::Shell::Bash,
+            clap_complete::Shell::Zsh,
+            clap_complete::Shell::Fish,
+        ] {
+            let script = String::from_utf8(completions(shell)).unwrap();
+            for word in ["redlock", "acquire", "fence-repair", "scripts"] {
+                assert!(script.contains(word), "{shell}: {word}");
+            }
+            // fish names a long option `-l wait`.
+            for option in ["wait", "servers", "conflict-exit-code"] {
+                assert!(
+                    script.contains(&format!("--{option}"))
+                        || script.contains(&format!("-l {option}")),
+                    "{shell}: --{option}"
+                );
+            }
+            // Not the hidden subcommands.
+            assert!(!script.contains(guard::SUBCOMMAND), "{shell}");
+        }
     }
 }

@@ -106,6 +106,13 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         // Its own process, output and lifetime: no logger.
         Sub::GroupGuard => Ok(guard::serve()),
+        Sub::Completions(a) => {
+            use std::io::Write as _;
+            let _ = std::io::stdout()
+                .lock()
+                .write_all(&cli::completions(a.shell));
+            Ok(0)
+        }
         Sub::Version => {
             say!("redlock {}", env!("CARGO_PKG_VERSION"));
             Ok(0)
@@ -120,7 +127,7 @@ fn main() -> ExitCode {
                 Sub::FenceRepair(a) => fence_repair(a),
                 Sub::Bench(a) => bench::bench(a),
                 Sub::Demo(a) => demo::demo(a),
-                Sub::Version | Sub::GroupGuard => Ok(0),
+                Sub::Completions(_) | Sub::Version | Sub::GroupGuard => Ok(0),
             }
         }
     };

@@ -849,6 +849,53 @@ fn help_version_and_no_subcommand() {
     }
 }
 
+/// Issue 27: `redlock completions bash|zsh|fish` prints a completion script
+/// naming the subcommands and their options (bash's parses, and completes);
+/// another shell is a usage error.
+#[test]
+fn completions_for_bash_zsh_and_fish() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = run(redlock().args(["completions", shell]));
+        assert_eq!(code(&out), 0, "{shell}: {}", stderr(&out));
+        let script = stdout(&out);
+        assert!(script.len() > 1000, "{shell}: {script}");
+        for word in ["redlock", "acquire", "fence-repair", "wait", "servers"] {
+            assert!(script.contains(word), "{shell}: {word} missing");
+        }
+        assert!(stderr(&out).is_empty(), "{shell}: {}", stderr(&out));
+    }
+    let dir = scratch("completions");
+    let script = dir.join("redlock.bash");
+    std::fs::write(&script, run(redlock().args(["completions", "bash"])).stdout).unwrap();
+    let check = run(Command::new("bash").arg("-n").arg(&script));
+    assert_eq!(code(&check), 0, "bash -n: {}", stderr(&check));
+    // What bash offers after `redlock acq` and `redlock acquire --wa`.
+    let complete = |words: &str, cword: usize| {
+        let out = run(Command::new("bash").arg("-c").arg(format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD={cword}; \
+             _redlock redlock \"${{COMP_WORDS[$COMP_CWORD]}}\" \"${{COMP_WORDS[$COMP_CWORD-1]}}\"; \
+             echo \"${{COMPREPLY[*]}}\"",
+            script.display()
+        )));
+        assert_eq!(code(&out), 0, "{words}: {}", stderr(&out));
+        stdout(&out).trim().to_string()
+    };
+    assert_eq!(complete("redlock acq", 1), "acquire");
+    assert_eq!(complete("redlock acquire --wa", 2), "--wait");
+    assert_eq!(complete("redlock unlock --comm", 2), "--commands");
+    assert_eq!(
+        complete("redlock unlock --commands ''", 3),
+        "auto scripts native"
+    );
+    for args in [&["completions", "tcsh"][..], &["completions"]] {
+        let out = run(redlock().args(args));
+        assert_eq!(code(&out), 64, "{args:?}");
+        assert_eq!(stderr(&out).trim().lines().count(), 1, "{args:?}");
+        assert!(stdout(&out).is_empty(), "{args:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Without `--`, the command starts at the first argument after RESOURCE
 /// that is not one of redlock's options: its own options are its own.
 #[test]

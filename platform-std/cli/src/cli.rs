@@ -2,7 +2,7 @@
 //! options are defined next to its code, those several share in `args.rs`),
 //! the help built from them (usage lines and option tables included), usage
 //! errors in one line that never shows a password, and the shell
-//! completions made from the same definitions.
+//! completions and the man page made from the same definitions.
 
 use clap::builder::StyledStr;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
@@ -90,6 +90,9 @@ pub(crate) enum Sub {
         help_template = TEMPLATE
     )]
     Completions(CompletionsArgs),
+    /// Prints the man page (roff), as checked in at `platform-std/cli/redlock.1`.
+    #[command(hide = true)]
+    Man,
     /// `redlock version`, as `redlock --version`.
     #[command(hide = true)]
     Version,
@@ -111,6 +114,7 @@ impl Sub {
             Sub::Bench(_) => "bench",
             Sub::Demo(_) => "demo",
             Sub::Completions(_) => "completions",
+            Sub::Man => "man",
             Sub::Version => "version",
             Sub::GroupGuard => guard::SUBCOMMAND,
         }
@@ -126,7 +130,7 @@ impl Sub {
             Sub::FenceRepair(a) => a.verbosity.verbose,
             Sub::Bench(a) => a.verbosity.verbose,
             Sub::Demo(a) => a.verbosity.verbose,
-            Sub::Completions(_) | Sub::Version | Sub::GroupGuard => 0,
+            Sub::Completions(_) | Sub::Man | Sub::Version | Sub::GroupGuard => 0,
         }
     }
 }
@@ -159,7 +163,7 @@ Prints the completion script of SHELL for redlock on stdout:
   redlock completions zsh > ~/.zfunc/_redlock    # a directory in $fpath
   redlock completions fish > ~/.config/fish/completions/redlock.fish";
 
-/// The prose at the end of the top-level help.
+/// The prose at the end of the top-level help (and of the man page).
 const NOTES: &str = "\
 Logging (to stderr): -v says what each operation did, every server by
 address (held, held by another, not asked, refused and why) and the time it
@@ -494,6 +498,118 @@ pub(crate) fn completions(shell: clap_complete::Shell) -> Vec<u8> {
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut shown, "redlock", &mut out);
     out
+}
+
+/// The man page (roff), one page for every subcommand: the command's
+/// synopsis (every subcommand's usage line), description and options, then
+/// a section per subcommand with its synopsis, description, options (under
+/// their headings) and exit statuses, then the notes of the top-level help.
+/// The same definitions as the help, without its option tables (each
+/// subcommand's section has its options). Nothing in it changes from one
+/// build to the next but the crate's version.
+pub(crate) fn man_page() -> Vec<u8> {
+    let mut cmd = definitions().after_help(NOTES);
+    cmd.build();
+    let man = clap_mangen::Man::new(for_man(&cmd));
+    // clap_mangen starts each part it renders with the same preamble (a
+    // string for the apostrophe): once is enough, at the top.
+    let title = roff(&|w| man.render_title(w));
+    let preamble = title.find(".TH").map_or("", |at| &title[..at]);
+    let part = |render: &dyn Fn(&mut Vec<u8>) -> std::io::Result<()>| {
+        let text = roff(render);
+        text.strip_prefix(preamble).unwrap_or(&text).to_string()
+    };
+    // Without its `.SH` line.
+    let body = |render: &dyn Fn(&mut Vec<u8>) -> std::io::Result<()>| {
+        let text = part(render);
+        match text.split_once('\n') {
+            Some((heading, rest)) if heading.starts_with(".SH ") => rest.to_string(),
+            _ => text,
+        }
+    };
+    let mut page = title.clone();
+    page.push_str(&part(&|w| man.render_name_section(w)));
+    page.push_str(&part(&|w| man.render_synopsis_section(w)));
+    page.push_str(&part(&|w| man.render_description_section(w)));
+    page.push_str(&part(&|w| man.render_options_section(w)));
+    for sub in cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+    {
+        let man = clap_mangen::Man::new(for_man(sub));
+        page.push_str(&format!(
+            ".SH \"REDLOCK {}\"\n",
+            sub.get_name().to_uppercase()
+        ));
+        page.push_str(&body(&|w| man.render_synopsis_section(w)));
+        if sub.get_before_help().is_some() {
+            page.push_str(".PP\n");
+            page.push_str(&preformatted(&body(&|w| man.render_description_section(w))));
+        }
+        // Each heading of options (OPTIONS, SERVER OPTIONS, ...) a
+        // subsection.
+        for line in part(&|w| man.render_options_section(w)).lines() {
+            match line.strip_prefix(".SH ") {
+                Some(heading) => {
+                    let heading = heading.trim_matches('"').to_lowercase();
+                    let mut letters = heading.chars();
+                    let heading: String = letters
+                        .next()
+                        .map(|first| first.to_uppercase().chain(letters).collect())
+                        .unwrap_or_default();
+                    page.push_str(&format!(".SS \"{heading}\"\n"));
+                }
+                None => {
+                    page.push_str(line);
+                    page.push('\n');
+                }
+            }
+        }
+        if sub.get_after_help().is_some() {
+            page.push_str(".PP\n");
+            page.push_str(&preformatted(&body(&|w| man.render_extra_section(w))));
+        }
+    }
+    page.push_str(".SH NOTES\n");
+    page.push_str(&preformatted(&body(&|w| man.render_extra_section(w))));
+    page.push_str(&part(&|w| man.render_version_section(w)));
+    page.into_bytes()
+}
+
+/// `text` (roff) with its runs of indented lines (examples, tables) set
+/// as they are, not filled into paragraphs.
+fn preformatted(text: &str) -> String {
+    let mut out = String::new();
+    let mut verbatim = false;
+    for line in text.lines() {
+        let indented = line.starts_with(' ');
+        if indented != verbatim {
+            out.push_str(if indented { ".nf\n" } else { ".fi\n" });
+            verbatim = indented;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    if verbatim {
+        out.push_str(".fi\n");
+    }
+    out
+}
+
+/// `cmd` as the man page shows it: its description (the help's
+/// `before_help`) as the page's description.
+fn for_man(cmd: &Command) -> Command {
+    match cmd.get_before_help() {
+        Some(description) => cmd.clone().long_about(description.clone()),
+        None => cmd.clone(),
+    }
+}
+
+/// What `render` writes, as text.
+fn roff(render: &dyn Fn(&mut Vec<u8>) -> std::io::Result<()>) -> String {
+    let mut out = Vec::new();
+    let _ = render(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -968,5 +1084,38 @@ mod tests {
             // Not the hidden subcommands.
             assert!(!script.contains(guard::SUBCOMMAND), "{shell}");
         }
+    }
+
+    /// The checked-in man page is the one the definitions make; with
+    /// `REDLOCK_BLESS=1`, this writes it.
+    #[test]
+    fn the_checked_in_man_page_is_up_to_date() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("redlock.1");
+        let page = man_page();
+        if std::env::var_os("REDLOCK_BLESS").is_some_and(|v| v == "1") {
+            std::fs::write(&path, &page).unwrap();
+        }
+        let checked_in = std::fs::read(&path).unwrap_or_default();
+        assert!(
+            checked_in == page,
+            "{} differs from what the definitions make: run `REDLOCK_BLESS=1 cargo test -p \
+             redlock-cli --bin redlock man_page` (or `redlock man > platform-std/cli/redlock.1`) \
+             and check it in",
+            path.display()
+        );
+        let text = String::from_utf8(page).unwrap();
+        assert!(
+            text.starts_with(".ie ") || text.starts_with(".TH "),
+            "{text}"
+        );
+        for section in ["REDLOCK LOCK", "REDLOCK ACQUIRE", "REDLOCK DEMO", "NOTES"] {
+            assert!(
+                text.contains(&format!(".SH \"{section}\""))
+                    || text.contains(&format!(".SH {section}")),
+                "{section}"
+            );
+        }
+        assert!(text.contains(env!("CARGO_PKG_VERSION")));
+        assert_eq!(man_page(), text.into_bytes(), "not the same twice");
     }
 }

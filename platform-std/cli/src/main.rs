@@ -113,6 +113,11 @@ fn main() -> ExitCode {
                 .write_all(&cli::completions(a.shell));
             Ok(0)
         }
+        Sub::Man => {
+            use std::io::Write as _;
+            let _ = std::io::stdout().lock().write_all(&cli::man_page());
+            Ok(0)
+        }
         Sub::Version => {
             say!("redlock {}", env!("CARGO_PKG_VERSION"));
             Ok(0)
@@ -127,7 +132,7 @@ fn main() -> ExitCode {
                 Sub::FenceRepair(a) => fence_repair(a),
                 Sub::Bench(a) => bench::bench(a),
                 Sub::Demo(a) => demo::demo(a),
-                Sub::Completions(_) | Sub::Version | Sub::GroupGuard => Ok(0),
+                Sub::Completions(_) | Sub::Man | Sub::Version | Sub::GroupGuard => Ok(0),
             }
         }
     };

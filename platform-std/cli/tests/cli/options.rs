@@ -896,6 +896,17 @@ fn completions_for_bash_zsh_and_fish() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Issue 27: `redlock man` prints the man page checked in next to the
+/// crate (the unit test `the_checked_in_man_page_is_up_to_date` checks that
+/// it is what the definitions make).
+#[test]
+fn man_prints_the_checked_in_page() {
+    let out = run(redlock().arg("man"));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let page = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("redlock.1")).unwrap();
+    assert!(out.stdout == page, "redlock man differs from redlock.1");
+}
+
 /// Without `--`, the command starts at the first argument after RESOURCE
 /// that is not one of redlock's options: its own options are its own.
 #[test]

@@ -16,43 +16,87 @@ use std::time::Instant;
 
 use redlock_std::{AsyncClient, Client, Error};
 
-use crate::args::{
-    ClientOptions, ONE_ATTEMPT_OPTIONS, Spec, acquire_options_help, server_options_help, usage,
-};
-use crate::{EX_SOFTWARE, EX_UNAVAILABLE, Failure, client, json, parse, servers};
+use clap::{Args, ValueEnum};
+
+use crate::args::{OneAttemptArgs, Verbosity, number_in, parse_duration};
+use crate::{EX_SOFTWARE, EX_UNAVAILABLE, Failure, client, json, servers};
 
 extern crate alloc;
 
-fn help() -> String {
-    format!(
-        "\
-redlock bench [SERVER OPTIONS] [--restart-guard D] [--clients N] [--async] [--duration D] [--resources same|distinct] [--ttl D] [--json]
+/// `redlock bench`'s options.
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "1",
+        allow_hyphen_values = true,
+        value_parser = number_in::<1, 1024>,
+        help = "threads; with --async, tasks"
+    )]
+    pub(crate) clients: usize,
+    #[arg(
+        long = "async",
+        help = "N tasks on one thread using the async API instead of N threads using the \
+                blocking API (built with the async-io feature, the thread drives the \
+                connections itself, on async-io's reactor); same output"
+    )]
+    pub(crate) tasks: bool,
+    #[arg(
+        long,
+        value_name = "D",
+        default_value = "5s",
+        allow_hyphen_values = true,
+        value_parser = parse_duration,
+        help = "how long to run"
+    )]
+    pub(crate) duration: Duration,
+    #[arg(
+        long,
+        value_name = "R",
+        default_value = "distinct",
+        help = "distinct: one resource per thread; same: all threads contend for one \
+                resource (conflicts are counted)"
+    )]
+    pub(crate) resources: Resources,
+    #[arg(
+        long,
+        value_name = "D",
+        default_value = "10s",
+        allow_hyphen_values = true,
+        value_parser = parse_duration,
+        help = "lock time to live"
+    )]
+    pub(crate) ttl: Duration,
+    #[arg(
+        long,
+        help = "one JSON object: servers, clients, resources, cycles, cycles_per_sec, \
+                acquire_us and release_us (p50, p90, p99, p999, max), conflicts, errors"
+    )]
+    pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) client: OneAttemptArgs,
+    #[command(flatten)]
+    pub(crate) verbosity: Verbosity,
+}
 
+/// `--resources`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Resources {
+    Distinct,
+    Same,
+}
+
+/// `redlock bench --help`: what it does.
+pub(crate) const ABOUT: &str = "\
 Runs lock + unlock cycles (one attempt each, no retries) from N threads that
 share one client (their requests are pipelined on one connection per
 server), then prints acquire and release latency percentiles and cycles per
-second. With a terminal, a progress line is shown while it runs.
+second. With a terminal, a progress line is shown while it runs.";
 
-  --clients N       threads (default 1); with --async, tasks
-  --async           N tasks on one thread using the async API instead of N
-                    threads using the blocking API (built with the
-                    async-io feature, the thread drives the connections
-                    itself, on async-io's reactor); same output
-  --duration D      how long to run (default 5s)
-  --resources R     distinct: one resource per thread (default); same: all
-                    threads contend for one resource (conflicts are counted)
-  --ttl D           lock time to live (default 10s)
-  --json            one JSON object: servers, clients, resources, cycles,
-                    cycles_per_sec, acquire_us and release_us (p50, p90, p99,
-                    p999, max), conflicts, errors
-
-Server options:
-{}{}
-Exit statuses: 0; 69 when no cycle succeeded because servers did not answer.",
-        server_options_help(),
-        acquire_options_help(false)
-    )
-}
+/// `redlock bench --help`: its exit statuses.
+pub(crate) const AFTER: &str =
+    "Exit statuses: 0; 69 when no cycle succeeded because servers did not answer.";
 
 /// What one thread measured.
 #[derive(Default)]
@@ -93,48 +137,12 @@ impl Samples {
     }
 }
 
-pub(crate) fn bench(raw: &[String]) -> Result<u8, Failure> {
-    let spec = Spec {
-        client: ONE_ATTEMPT_OPTIONS,
-        with_value: &["clients", "duration", "resources", "ttl"],
-        flags: &["json", "async"],
-        short: &[],
-        command_after: None,
-    };
-    let Some(args) = parse(raw, &spec, &help())? else {
-        return Ok(0);
-    };
-    args.expect_positionals(&[])?;
-    let servers = servers(&args)?;
-    let clients: usize = match args.value("clients") {
-        Some(v) => v
-            .parse()
-            .ok()
-            .filter(|n| (1..=1024).contains(n))
-            .ok_or_else(|| {
-                usage(format!(
-                    "--clients: {} is not a number from 1 to 1024",
-                    crate::args::shown(v)
-                ))
-            })?,
-        None => 1,
-    };
-    let duration = args.duration("duration", Duration::from_secs(5))?;
-    let ttl = args.duration("ttl", Duration::from_secs(10))?;
-    let same = match args.value("resources").unwrap_or("distinct") {
-        "distinct" => false,
-        "same" => true,
-        other => {
-            return Err(usage(format!(
-                "--resources: {} is neither same nor distinct",
-                crate::args::shown(other)
-            ))
-            .into());
-        }
-    };
-    let json_out = args.flag("json");
-    let tasks = args.flag("async");
-    let options = ClientOptions::from_args(&args)?;
+pub(crate) fn bench(args: &BenchArgs) -> Result<u8, Failure> {
+    let servers = servers(&args.client.server)?;
+    let (clients, duration, ttl) = (args.clients, args.duration, args.ttl);
+    let same = args.resources == Resources::Same;
+    let (json_out, tasks) = (args.json, args.tasks);
+    let options = args.client.options()?;
     options.check_against_ttl(ttl)?;
     let client = client(&servers, &options, ttl, false)?;
     let progress = !json_out && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();

@@ -14,25 +14,51 @@ use std::time::Instant;
 
 use redlock_std::{Error, ServerUrl};
 
-use crate::args::{
-    ClientOptions, ONE_ATTEMPT_OPTIONS, Spec, acquire_options_help, server_options_help,
-};
-use crate::{EX_SOFTWARE, EX_UNAVAILABLE, Failure, builder, parse, servers};
+use clap::Args;
+
+use crate::args::{OneAttemptArgs, Verbosity, number_in, parse_duration};
+use crate::{EX_SOFTWARE, EX_UNAVAILABLE, Failure, builder, servers};
 
 extern crate alloc;
 
-fn help() -> String {
+/// `redlock demo`'s options.
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    #[arg(
+        long,
+        value_name = "D",
+        default_value = "4s",
+        allow_hyphen_values = true,
+        value_parser = parse_duration,
+        help = "how long the workers contend (a bare number is seconds)"
+    )]
+    pub(crate) duration: Duration,
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "4",
+        allow_hyphen_values = true,
+        value_parser = number_in::<1, 64>,
+        help = "contending workers"
+    )]
+    pub(crate) workers: usize,
+    #[command(flatten)]
+    pub(crate) client: OneAttemptArgs,
+    #[command(flatten)]
+    pub(crate) verbosity: Verbosity,
+}
+
+/// `redlock demo --help`: what it does.
+pub(crate) fn about() -> String {
     format!(
         "\
-redlock demo [SERVER OPTIONS] [--restart-guard D] [--duration D] [--workers N]
-
 Shows Redlock at work. Without --servers it starts five redis-server
 processes on free loopback ports (in a temporary directory), runs contending
-workers (each with its own client, as if on its own machine) for --duration
-(default 4s), prints who held the lock when, kills two of the five servers
-half-way to show that locking goes on with a majority, checks that no two
-holders overlapped and that fencing tokens only grew, prints latency
-percentiles, and stops and removes everything, also on Ctrl-C.
+workers (each with its own client, as if on its own machine) for --duration,
+prints who held the lock when, kills two of the five servers half-way to
+show that locking goes on with a majority, checks that no two holders
+overlapped and that fencing tokens only grew, prints latency percentiles,
+and stops and removes everything, also on Ctrl-C.
 
 With --servers it uses those servers instead (and stops none of them): its
 resource gets a name of its own (redlock-demo-PID-N), and at the end, also
@@ -45,18 +71,19 @@ resource that refuses smaller tokens than it has seen would refuse every
 later holder, and one that does not would take stale work for new. Only the
 demo deletes its own, because nothing will use that resource again.
 
-  --duration D   how long the workers contend (default 4s; a bare number
-                 is seconds)
-  --workers N    contending workers (default 4)
-
-Server options (without --servers, the local servers just started would
-refuse every vote with --restart-guard; --request-timeout is 200ms here
-unless given, since the servers and the workers share this machine):
-{}{}",
-        server_options_help(),
-        acquire_options_help(false)
+Without --servers, the local servers just started would refuse every vote
+with --restart-guard; --request-timeout is {} here unless given, since
+the servers and the workers share this machine.",
+        crate::args::show_duration(DEMO_REQUEST_TIMEOUT)
     )
 }
+
+/// `redlock demo --help`: its exit statuses.
+pub(crate) const AFTER: &str = "\
+Exit statuses: 0 when no two holders overlapped and fencing tokens only
+grew; 70 when they did not, or no worker ever held the lock (the first
+problem is named); 69 the local servers did not start; 128+N interrupted by
+signal N; 64 bad usage.";
 
 /// The resource on the demo's own servers.
 const RESOURCE: &str = "redlock-demo";
@@ -304,32 +331,8 @@ fn explain() {
     );
 }
 
-pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
-    let spec = Spec {
-        client: ONE_ATTEMPT_OPTIONS,
-        with_value: &["duration", "workers"],
-        flags: &[],
-        short: &[],
-        command_after: None,
-    };
-    let Some(args) = parse(raw, &spec, &help())? else {
-        return Ok(0);
-    };
-    args.expect_positionals(&[])?;
-    let duration = args.duration("duration", Duration::from_secs(4))?;
-    let workers: usize = match args.value("workers") {
-        Some(v) => v
-            .parse()
-            .ok()
-            .filter(|n| (1..=64).contains(n))
-            .ok_or_else(|| {
-                crate::args::usage(format!(
-                    "--workers: {} is not a number from 1 to 64",
-                    crate::args::shown(v)
-                ))
-            })?,
-        None => 4,
-    };
+pub(crate) fn demo(args: &DemoArgs) -> Result<u8, Failure> {
+    let (duration, workers) = (args.duration, args.workers);
     // The signal that interrupted the demo, if one did.
     let interrupted = Arc::new(AtomicUsize::new(0));
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
@@ -337,16 +340,17 @@ pub(crate) fn demo(raw: &[String]) -> Result<u8, Failure> {
             .map_err(|e| Failure::new(EX_SOFTWARE, format!("cannot handle signal {sig}: {e}")))?;
     }
 
-    let mut options = ClientOptions::from_args(&args)?;
+    let mut options = args.client.options()?;
     // Five servers and the workers share this machine's cores: a request
     // may wait longer than the 20 ms a 2 s ttl gives by default, and a
     // release that timed out would count as a problem of the demo.
     options.request_timeout = options.request_timeout.or(Some(DEMO_REQUEST_TIMEOUT));
     options.check_against_ttl(TTL)?;
     let mut local = None;
-    let urls = match args.servers()? {
-        Some(_) => servers(&args)?,
-        None if args.value("servers").is_some() => {
+    let given = &args.client.server;
+    let urls = match given.servers()? {
+        Some(_) => servers(given)?,
+        None if given.servers.is_some() => {
             return Err(crate::args::usage("--servers is empty").into());
         }
         None => {

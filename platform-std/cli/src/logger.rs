@@ -1,38 +1,16 @@
 //! `-v`, `-vv` and `RUST_LOG`: the library's `log` records on stderr, by
 //! `env_logger`.
 
-use core::sync::atomic::{AtomicU8, Ordering};
 use std::io::Write as _;
 use std::time::Instant;
 
-/// `-v`s given before the subcommand (`redlock -vv lock ...`).
-static BEFORE_SUBCOMMAND: AtomicU8 = AtomicU8::new(0);
-
-/// Counts a `-v`, `-vv` or `--verbose` given before the subcommand; false
-/// for any other argument.
-pub(crate) fn take_leading(arg: &str) -> bool {
-    let n = match arg {
-        "--verbose" => 1,
-        _ => match arg.strip_prefix('-') {
-            Some(vs) if !vs.is_empty() && vs.bytes().all(|b| b == b'v') => vs.len(),
-            _ => return false,
-        },
-    };
-    let n = u8::try_from(n).unwrap_or(u8::MAX);
-    let _ = BEFORE_SUBCOMMAND.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| {
-        Some(v.saturating_add(n))
-    });
-    true
-}
-
-/// Installs the logger for `verbose` `-v`s (with those given before the
-/// subcommand): 1 shows the library's warnings and what it decides (info),
+/// Installs the logger for `verbose` `-v`s (those given before the
+/// subcommand and after it): 1 shows the library's warnings and what it decides (info),
 /// 2 its debug records too, 3 everything. `RUST_LOG`, when set, is read
 /// first (env_logger's syntax); the `-v`s then set the level of the
 /// `redlock` targets. Without either, nothing is installed: the command's
 /// output is all there is.
 pub(crate) fn install(verbose: u8) {
-    let verbose = verbose.saturating_add(BEFORE_SUBCOMMAND.load(Ordering::SeqCst));
     let rust_log = std::env::var("RUST_LOG")
         .ok()
         .filter(|s| !s.trim().is_empty());

@@ -25,6 +25,7 @@ macro_rules! say {
 
 mod args;
 mod bench;
+mod cli;
 mod demo;
 mod guard;
 mod json;
@@ -39,10 +40,13 @@ use std::time::Instant;
 use redlock_core::Config;
 use redlock_std::{Builder, Client, Error, Lock, Report, ServerUrl, describe};
 
+use clap::Args;
+
 use crate::args::{
-    ACQUIRING_HELP, ACQUIRING_SHORT, Acquiring, Args, ClientOptions, RETRYING_OPTIONS,
-    SERVER_OPTIONS, Spec, Usage, Wait, acquire_options_help, server_options_help, usage,
+    Acquiring, ClientOptions, ConflictArgs, RetryingArgs, ServerArgs, Usage, Verbosity, Wait,
+    WaitArgs, parse_duration, usage,
 };
+use crate::cli::{Parsed, Sub};
 
 /// Bad usage.
 pub(crate) const EX_USAGE: u8 = 64;
@@ -78,57 +82,6 @@ impl From<Usage> for Failure {
     }
 }
 
-/// The top-level help.
-fn help() -> String {
-    format!(
-        "\
-redlock: a distributed lock over N independent Redis masters (Redlock).
-
-Usage:
-  redlock lock [SERVER OPTIONS] [ACQUIRE OPTIONS] [--ttl D] [-w D|forever | -n] [-E N] [--fence] [--grace D] RESOURCE -- CMD [ARGS..]
-  redlock acquire [SERVER OPTIONS] [ACQUIRE OPTIONS] [--ttl D] [-w D|forever | -n] [-E N] [--fence] RESOURCE
-  redlock unlock [SERVER OPTIONS] [-E N] RESOURCE TOKEN
-  redlock inspect [SERVER OPTIONS] [--json] RESOURCE
-  redlock fence-repair [SERVER OPTIONS] --at-least N RESOURCE
-  redlock bench [SERVER OPTIONS] [--restart-guard D] [--clients N] [--async] [--duration D] [--resources same|distinct] [--ttl D] [--json]
-  redlock demo [SERVER OPTIONS] [--restart-guard D] [--duration D] [--workers N]
-Every subcommand also takes -h/--help and -v/--verbose (also before the
-subcommand: redlock -vv lock ...).
-
-Server options (every subcommand):
-{}
-Acquire options (lock and acquire; bench and demo take --restart-guard only):
-{}
-Waiting (lock and acquire; unlock takes -E), as flock(1) has them:
-{}  --ttl D                 lock time to live (default 30s; bench: 10s)
-  --fence                 also take an F1 fencing token
-  --grace D               (lock) how long a command whose lock was lost has
-                          between SIGTERM and SIGKILL (default 5s)
-
-Logging (to stderr): -v says what each operation did, every server by
-address (held, held by another, not asked, refused and why) and the time
-it took, with the library's warnings and what it decides (retries, servers
-given up on); -vv also its debug records (connections);
-RUST_LOG (env_logger's syntax, e.g. RUST_LOG=redlock=debug) works too.
-Without either, nothing is logged.
-
-A password's `@`, `:`, `/`, `%` and bytes that are not UTF-8 are written as
-%-escapes in a URL (%40 for @, %FF for the byte 0xFF). Passwords are never
-printed.
-Durations: a bare number is seconds (10, 0.5), as for sleep(1) and flock -w;
-or with a unit: 250ms, 10s, 2m, 1h (1.5s works too).
-
-Exit statuses: the command's own (lock); 64 bad usage; 65 fence counters
-lost (see fence-repair); 69 too few servers answered; 70 lock lost or
-internal error; 75 (or -E N) held by someone else.
-
-Run `redlock SUBCOMMAND --help` for more.",
-        server_options_help(),
-        acquire_options_help(true),
-        ACQUIRING_HELP,
-    )
-}
-
 fn main() -> ExitCode {
     let mut raw = Vec::new();
     for (i, arg) in std::env::args_os().enumerate().skip(1) {
@@ -145,41 +98,42 @@ fn main() -> ExitCode {
             }
         }
     }
-    // `redlock -vv lock ...`: the `-v`s before the subcommand.
-    let leading = raw.iter().take_while(|a| logger::take_leading(a)).count();
-    let raw = raw.split_off(leading);
-    let (sub, rest) = match raw.split_first() {
-        Some((sub, rest)) => (sub.as_str(), rest),
-        None => {
-            eprintln!("{}", help());
-            return ExitCode::from(EX_USAGE);
-        }
+    let cli = match cli::parse(raw) {
+        Parsed::Run(cli) => cli,
+        Parsed::Exit(code) => return ExitCode::from(code),
     };
-    let result = match sub {
-        "-h" | "--help" | "help" => {
-            say!("{}", help());
+    let sub = cli.command.name();
+    let result = match &cli.command {
+        // Its own process, output and lifetime: no logger.
+        Sub::GroupGuard => Ok(guard::serve()),
+        Sub::Completions(a) => {
+            use std::io::Write as _;
+            let _ = std::io::stdout()
+                .lock()
+                .write_all(&cli::completions(a.shell));
             Ok(0)
         }
-        "-V" | "--version" | "version" => {
+        Sub::Man => {
+            use std::io::Write as _;
+            let _ = std::io::stdout().lock().write_all(&cli::man_page());
+            Ok(0)
+        }
+        Sub::Version => {
             say!("redlock {}", env!("CARGO_PKG_VERSION"));
             Ok(0)
         }
-        "lock" => run::lock(rest),
-        "acquire" => acquire(rest),
-        "unlock" => unlock(rest),
-        "inspect" => inspect(rest),
-        "fence-repair" => fence_repair(rest),
-        "bench" => bench::bench(rest),
-        "demo" => demo::demo(rest),
-        // Not a subcommand for people: the process that kills a `lock`
-        // command's process group if redlock dies (see guard.rs).
-        guard::SUBCOMMAND => Ok(guard::serve()),
-        other => {
-            eprintln!(
-                "redlock: unknown subcommand {} (try redlock --help)",
-                args::shown(other)
-            );
-            return ExitCode::from(EX_USAGE);
+        command => {
+            logger::install(cli.verbosity.verbose.saturating_add(command.verbose()));
+            match command {
+                Sub::Lock(a) => run::lock(a),
+                Sub::Acquire(a) => acquire(a),
+                Sub::Unlock(a) => unlock(a),
+                Sub::Inspect(a) => inspect(a),
+                Sub::FenceRepair(a) => fence_repair(a),
+                Sub::Bench(a) => bench::bench(a),
+                Sub::Demo(a) => demo::demo(a),
+                Sub::Completions(_) | Sub::Man | Sub::Version | Sub::GroupGuard => Ok(0),
+            }
         }
     };
     match result {
@@ -193,17 +147,6 @@ fn main() -> ExitCode {
             ExitCode::from(f.code)
         }
     }
-}
-
-/// Parses `raw` by `spec`; `Ok(None)` after printing `help` for `--help`.
-pub(crate) fn parse(raw: &[String], spec: &Spec, help: &str) -> Result<Option<Args>, Failure> {
-    let args = Args::parse(raw, spec)?;
-    if args.help {
-        say!("{help}");
-        return Ok(None);
-    }
-    logger::install(args.verbose);
-    Ok(Some(args))
 }
 
 /// The client for `servers`, set up by `options`.
@@ -261,7 +204,7 @@ pub(crate) fn builder(servers: &[String], options: &ClientOptions) -> Builder {
 }
 
 /// The servers given, or a usage error.
-pub(crate) fn servers(args: &Args) -> Result<Vec<String>, Failure> {
+pub(crate) fn servers(args: &ServerArgs) -> Result<Vec<String>, Failure> {
     args.servers()?.ok_or_else(|| {
         Failure::from(usage(
             "no servers: give --servers URL[,URL...] or set REDLOCK_SERVERS",
@@ -427,52 +370,51 @@ pub(crate) fn printable(bytes: &[u8]) -> String {
     bytes.escape_ascii().to_string()
 }
 
-fn acquire_help() -> String {
-    format!(
-        "\
-redlock acquire [SERVER OPTIONS] [ACQUIRE OPTIONS] [--ttl D] [-w D|forever | -n] [-E N] [--fence] RESOURCE
+/// `redlock acquire`'s options.
+#[derive(Debug, Args)]
+pub(crate) struct AcquireArgs {
+    #[arg(
+        long,
+        value_name = "D",
+        default_value = "30s",
+        allow_hyphen_values = true,
+        value_parser = parse_duration,
+        help = "lock time to live (a bare number is seconds)"
+    )]
+    pub(crate) ttl: Duration,
+    #[arg(long, help = "also take an F1 fencing token (printed third)")]
+    pub(crate) fence: bool,
+    #[command(flatten)]
+    pub(crate) wait: WaitArgs,
+    #[command(flatten)]
+    pub(crate) client: RetryingArgs,
+    #[command(flatten)]
+    pub(crate) verbosity: Verbosity,
+    #[arg(value_name = "RESOURCE", help = "the lock's name")]
+    pub(crate) resource: String,
+}
 
+/// `redlock acquire --help`: what it does.
+const ACQUIRE_ABOUT: &str = "\
 Acquires RESOURCE and prints one line: TOKEN VALIDITY_MS [FENCE]. The lock is
 not released when redlock exits: release it with `redlock unlock RESOURCE
-TOKEN`, or let it expire after --ttl (default 30s).
+TOKEN`, or let it expire after --ttl.";
 
-  --ttl D     lock time to live (default 30s; a bare number is seconds)
-{}  --fence     also take an F1 fencing token (printed third)
-
-Server options:
-{}
-Acquire options:
-{}
+/// `redlock acquire --help`: an example, the exit statuses.
+const ACQUIRE_AFTER: &str = "\
   read -r token validity <<< \"$(redlock acquire -w 10 jobs)\"
 
 Exit statuses: 0 acquired; 75 (or -E N) held by someone else; 69 too few
-servers answered; 64 bad usage.",
-        ACQUIRING_HELP,
-        server_options_help(),
-        acquire_options_help(true)
-    )
-}
+servers answered; 64 bad usage.";
 
-fn acquire(raw: &[String]) -> Result<u8, Failure> {
-    let spec = Spec {
-        client: RETRYING_OPTIONS,
-        with_value: &["ttl", "wait", "conflict-exit-code"],
-        flags: &["fence", "nonblock"],
-        short: ACQUIRING_SHORT,
-        command_after: None,
-    };
-    let Some(args) = parse(raw, &spec, &acquire_help())? else {
-        return Ok(0);
-    };
-    args.expect_positionals(&["RESOURCE"])?;
-    let servers = servers(&args)?;
-    let ttl = args.duration("ttl", Duration::from_secs(30))?;
-    let how = Acquiring::from_args(&args)?;
-    let fence = args.flag("fence");
-    let options = ClientOptions::from_args(&args)?;
+fn acquire(args: &AcquireArgs) -> Result<u8, Failure> {
+    let servers = servers(args.client.server())?;
+    let (ttl, fence) = (args.ttl, args.fence);
+    let how = args.wait.acquiring();
+    let options = args.client.options()?;
     options.check_against_ttl(ttl)?;
     let client = client(&servers, &options, ttl, fence)?;
-    let lock = acquire_lock(&client, &args.positionals[0], ttl, &how, &|| false)?;
+    let lock = acquire_lock(&client, &args.resource, ttl, &how, &|| false)?;
     let mut line = format!("{} {}", lock.token(), lock.remaining().as_millis());
     if let Some(f) = lock.fence() {
         let _ = write!(line, " {f}");
@@ -481,11 +423,23 @@ fn acquire(raw: &[String]) -> Result<u8, Failure> {
     Ok(0)
 }
 
-fn unlock_help() -> String {
-    format!(
-        "\
-redlock unlock [SERVER OPTIONS] [-E N] RESOURCE TOKEN
+/// `redlock unlock`'s options.
+#[derive(Debug, Args)]
+pub(crate) struct UnlockArgs {
+    #[command(flatten)]
+    pub(crate) conflict: ConflictArgs,
+    #[command(flatten)]
+    pub(crate) server: ServerArgs,
+    #[command(flatten)]
+    pub(crate) verbosity: Verbosity,
+    #[arg(value_name = "RESOURCE", help = "the lock's name")]
+    pub(crate) resource: String,
+    #[arg(value_name = "TOKEN", help = "the token `redlock acquire` printed")]
+    pub(crate) token: String,
+}
 
+/// `redlock unlock --help`: what it does.
+const UNLOCK_ABOUT: &str = "\
 Releases RESOURCE on every server where it is held with TOKEN (as printed by
 `redlock acquire`). Keys held with another token are left alone; releasing
 twice is harmless. It says which case it was:
@@ -497,36 +451,19 @@ twice is harmless. It says which case it was:
                       another token: exit 75 (or -E N)
 
 The last two are told apart by reading the servers just after the release:
-a holder that comes or goes between the two is seen as it is then.
+a holder that comes or goes between the two is seen as it is then.";
 
-  -E, --conflict-exit-code N   the exit status when RESOURCE is held by
-                               another token (default 75)
-
-Server options:
-{}
+/// `redlock unlock --help`: the exit statuses.
+const UNLOCK_AFTER: &str = "\
 Exit statuses: 0 released, or nothing was held; 75 (or -E N) held by
-another token; 69 too few servers answered; 64 bad usage.",
-        server_options_help()
-    )
-}
+another token; 69 too few servers answered; 64 bad usage.";
 
-fn unlock(raw: &[String]) -> Result<u8, Failure> {
-    let spec = Spec {
-        client: SERVER_OPTIONS,
-        with_value: &["conflict-exit-code"],
-        flags: &[],
-        short: &[('E', "conflict-exit-code")],
-        command_after: None,
-    };
-    let Some(args) = parse(raw, &spec, &unlock_help())? else {
-        return Ok(0);
-    };
-    args.expect_positionals(&["RESOURCE", "TOKEN"])?;
-    let conflict_code = args::conflict_code(&args)?;
-    let servers = servers(&args)?;
-    let options = ClientOptions::from_args(&args)?;
+fn unlock(args: &UnlockArgs) -> Result<u8, Failure> {
+    let conflict_code = args.conflict.conflict_exit_code;
+    let servers = servers(&args.server)?;
+    let options = args.server.options()?;
     let client = client(&servers, &options, Duration::from_secs(30), false)?;
-    let (resource, token) = (&args.positionals[0], &args.positionals[1]);
+    let (resource, token) = (&args.resource, &args.token);
     let urls = client.server_urls();
     let started = Instant::now();
     let released = client.unlock_token(resource.as_bytes(), token.as_bytes());
@@ -611,60 +548,52 @@ fn other_holder(client: &Client, resource: &str, ours: &[u8]) -> Option<String> 
     })
 }
 
-fn fence_repair_help() -> String {
-    format!(
-        "\
-redlock fence-repair [SERVER OPTIONS] --at-least N RESOURCE
+/// `redlock fence-repair`'s options.
+#[derive(Debug, Args)]
+pub(crate) struct FenceRepairArgs {
+    #[arg(
+        long,
+        value_name = "N",
+        required = true,
+        allow_hyphen_values = true,
+        value_parser = fence_floor,
+        help = "the highest fence the protected resource has accepted (only it, or its \
+                operator, knows): every later fencing token is larger. Too low is safe (the \
+                resource refuses the smaller tokens) but not live; too high skips numbers"
+    )]
+    pub(crate) at_least: u64,
+    #[command(flatten)]
+    pub(crate) server: ServerArgs,
+    #[command(flatten)]
+    pub(crate) verbosity: Verbosity,
+    #[arg(value_name = "RESOURCE", help = "the lock's name")]
+    pub(crate) resource: String,
+}
 
+/// `--at-least N`: a whole number from 0 up.
+fn fence_floor(s: &str) -> Result<u64, String> {
+    s.parse()
+        .map_err(|_| format!("{} is not a whole number from 0 up", args::shown(s)))
+}
+
+/// `redlock fence-repair --help`: what it does.
+const FENCE_REPAIR_ABOUT: &str = "\
 Repairs RESOURCE's fencing-token counter after servers lost it (restarts
 without persistence), when fenced acquisitions fail with exit status 65:
 raises the counter to at least N on every server, never lowering it.
+Running it again is harmless.";
 
-  --at-least N   the highest fence the protected resource has accepted
-                 (only it, or its operator, knows): every later fencing
-                 token is larger. Too low is safe (the resource refuses
-                 the smaller tokens) but not live; too high skips numbers.
-
-Running it again is harmless.
-
-Server options:
-{}
+/// `redlock fence-repair --help`: the exit statuses.
+const FENCE_REPAIR_AFTER: &str = "\
 Exit statuses: 0 when a majority raised the counter (a line names any server
-that did not); 69 fewer than a majority did; 64 bad usage.",
-        server_options_help()
-    )
-}
+that did not); 69 fewer than a majority did; 64 bad usage.";
 
-fn fence_repair(raw: &[String]) -> Result<u8, Failure> {
-    let spec = Spec {
-        client: SERVER_OPTIONS,
-        with_value: &["at-least"],
-        flags: &[],
-        short: &[],
-        command_after: None,
-    };
-    let Some(args) = parse(raw, &spec, &fence_repair_help())? else {
-        return Ok(0);
-    };
-    args.expect_positionals(&["RESOURCE"])?;
-    let at_least = match args.value("at-least") {
-        Some(n) => n.parse::<u64>().map_err(|_| {
-            usage(format!(
-                "--at-least must be a whole number from 0 up, not {}",
-                args::shown(n)
-            ))
-        })?,
-        None => {
-            return Err(usage(
-                "--at-least N is required: the highest fence the protected resource has accepted",
-            )
-            .into());
-        }
-    };
-    let servers = servers(&args)?;
-    let options = ClientOptions::from_args(&args)?;
+fn fence_repair(args: &FenceRepairArgs) -> Result<u8, Failure> {
+    let at_least = args.at_least;
+    let servers = servers(&args.server)?;
+    let options = args.server.options()?;
     let client = client(&servers, &options, Duration::from_secs(30), false)?;
-    let resource = &args.positionals[0];
+    let resource = &args.resource;
     let urls = client.server_urls();
     let started = Instant::now();
     let repaired = client.fence_repair(resource.as_bytes(), at_least);
@@ -697,51 +626,47 @@ fn fence_repair(raw: &[String]) -> Result<u8, Failure> {
     Ok(0)
 }
 
-fn inspect_help() -> String {
-    format!(
-        "\
-redlock inspect [SERVER OPTIONS] [--json] RESOURCE
-
-Shows, per server, whether RESOURCE is held, by which token, and its
-remaining time to live; then the token held by a majority, if any.
-
-  --json    one JSON object: {{\"resource\": .., \"servers\": [{{\"server\": ..,
-            \"answered\": .., \"held\": .., \"token\": .., \"token_len\": ..,
-            \"pttl_ms\": ..}}] (a token longer than 64 bytes is cut; token_len
-            is its full length; a server that did not answer has
-            \"error\": why, e.g. \"not used: TLS failed: ...\"),
-            \"majority_holder\": ..}}
-
-Server options:
-{}
-Exit statuses: 0 when a majority answered; 69 too few servers answered.",
-        server_options_help()
-    )
+/// `redlock inspect`'s options.
+#[derive(Debug, Args)]
+pub(crate) struct InspectArgs {
+    #[arg(
+        long,
+        help = "one JSON object: {\"resource\": .., \"servers\": [{\"server\": .., \"answered\": .., \
+                \"held\": .., \"token\": .., \"token_len\": .., \"pttl_ms\": ..}], \
+                \"majority_holder\": ..} (a token longer than 64 bytes is cut; token_len is \
+                its full length; a server that did not answer has \"error\": why, e.g. \
+                \"not used: TLS failed: ...\")"
+    )]
+    pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) server: ServerArgs,
+    #[command(flatten)]
+    pub(crate) verbosity: Verbosity,
+    #[arg(value_name = "RESOURCE", help = "the lock's name")]
+    pub(crate) resource: String,
 }
 
-fn inspect(raw: &[String]) -> Result<u8, Failure> {
-    let spec = Spec {
-        client: SERVER_OPTIONS,
-        with_value: &[],
-        flags: &["json"],
-        short: &[],
-        command_after: None,
-    };
-    let Some(args) = parse(raw, &spec, &inspect_help())? else {
-        return Ok(0);
-    };
-    args.expect_positionals(&["RESOURCE"])?;
-    let servers = servers(&args)?;
-    let options = ClientOptions::from_args(&args)?;
+/// `redlock inspect --help`: what it does.
+const INSPECT_ABOUT: &str = "\
+Shows, per server, whether RESOURCE is held, by which token, and its
+remaining time to live; then the token held by a majority, if any.";
+
+/// `redlock inspect --help`: the exit statuses.
+const INSPECT_AFTER: &str =
+    "Exit statuses: 0 when a majority answered; 69 too few servers answered.";
+
+fn inspect(args: &InspectArgs) -> Result<u8, Failure> {
+    let servers = servers(&args.server)?;
+    let options = args.server.options()?;
     let client = client(&servers, &options, Duration::from_secs(30), false)?;
-    let resource = &args.positionals[0];
+    let resource = &args.resource;
     let urls = client.server_urls();
     let inspection = client
         .inspect(resource.as_bytes())
         .map_err(|e| failure(&format!("cannot inspect {resource:?}"), &e, &urls))?;
     let entries = inspection.entries();
     let answered = entries.iter().filter(|h| h.outcome.answered()).count();
-    if args.flag("json") {
+    if args.json {
         let mut out = json::Object::new();
         out.string("resource", resource);
         let mut list = json::Array::new();

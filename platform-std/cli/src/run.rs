@@ -8,20 +8,69 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Instant, SystemTime};
 
-use crate::args::{
-    ACQUIRING_HELP, ACQUIRING_SHORT, Acquiring, ClientOptions, RETRYING_OPTIONS, Spec,
-    acquire_options_help, server_options_help, show_duration,
-};
+use clap::Args;
+
+use crate::args::{RetryingArgs, Verbosity, WaitArgs, parse_duration, show_duration};
 use crate::guard::GroupGuard;
-use crate::{EX_SOFTWARE, Failure, acquire_lock, client, parse, servers};
+use crate::{EX_SOFTWARE, Failure, acquire_lock, client, servers};
 
 extern crate alloc;
 
-fn help() -> String {
-    format!(
-        "\
-redlock lock [SERVER OPTIONS] [ACQUIRE OPTIONS] [--ttl D] [-w D|forever | -n] [-E N] [--fence] [--grace D] RESOURCE -- CMD [ARGS..]
+/// `redlock lock`'s options.
+#[derive(Debug, Args)]
+pub(crate) struct LockArgs {
+    #[arg(
+        long,
+        value_name = "D",
+        default_value = "30s",
+        allow_hyphen_values = true,
+        value_parser = parse_duration,
+        help = "lock time to live (a bare number is seconds); the watchdog extends it \
+                while CMD runs"
+    )]
+    pub(crate) ttl: Duration,
+    #[arg(long, help = "take an F1 fencing token (REDLOCK_FENCE)")]
+    pub(crate) fence: bool,
+    #[arg(
+        long,
+        value_name = "D",
+        default_value = "5s",
+        allow_hyphen_values = true,
+        value_parser = parse_duration,
+        help = grace_help()
+    )]
+    pub(crate) grace: Duration,
+    #[command(flatten)]
+    pub(crate) wait: WaitArgs,
+    #[command(flatten)]
+    pub(crate) client: RetryingArgs,
+    #[command(flatten)]
+    pub(crate) verbosity: Verbosity,
+    #[arg(value_name = "RESOURCE", help = "the lock's name")]
+    pub(crate) resource: String,
+    // Everything from the first argument after RESOURCE that is not one of
+    // these options (or after `--`) is the command's: `lock r ls -la`.
+    #[arg(
+        value_name = "CMD",
+        required = true,
+        trailing_var_arg = true,
+        help = "the command to run, and its arguments"
+    )]
+    pub(crate) command: Vec<String>,
+}
 
+/// `--grace`'s help.
+fn grace_help() -> String {
+    format!(
+        "if the lock is lost, CMD gets SIGTERM at once and SIGKILL after D, or sooner: {} \
+         before the lock's validity (as this client computed it) ends, at once if that is \
+         past",
+        show_duration(KILL_MARGIN)
+    )
+}
+
+/// `redlock lock --help`: what it does.
+pub(crate) const ABOUT: &str = "\
 Acquires RESOURCE, runs CMD with the lock held and kept alive by a watchdog,
 releases the lock when CMD exits, and exits with CMD's status.
 
@@ -35,20 +84,10 @@ read: \"lock event: acquired at_unix_us=T valid_until_unix_us=V fence=F\",
 \"lock event: extended valid_until_unix_us=V\" (V as the watchdog last
 extended it, logged when this process sees it, before it stops or releases),
 \"lock event: lost at_unix_us=T\" and \"lock event: released at_unix_us=T\" (CMD
-exited; the release follows). Times are microseconds since the Unix epoch.
+exited; the release follows). Times are microseconds since the Unix epoch.";
 
-  --ttl D     lock time to live; the watchdog extends it while CMD runs
-              (default 30s; a bare number is seconds)
-{waiting}  --fence     take an F1 fencing token
-  --grace D   if the lock is lost, CMD gets SIGTERM at once and SIGKILL
-              after D (default 5s), or sooner: {margin} before the lock's
-              validity (as this client computed it) ends, at once if that
-              is past
-
-Server options:
-{server}
-Acquire options:
-{acquire}
+/// `redlock lock --help`: the process group, examples, exit statuses.
+pub(crate) const AFTER: &str = "\
 CMD runs as the leader of its own process group (with the terminal's
 foreground when redlock has it). SIGINT, SIGTERM and SIGHUP sent to redlock
 are forwarded to that group; the lock is released when CMD exits. If the lock
@@ -58,17 +97,11 @@ whole group gets SIGKILL at once (a small `redlock` process outside the group
 watches for that): CMD never runs on without redlock watching its lock.
 
   redlock lock -w 2m nightly-report -- ./make-report.sh
-  redlock lock -n -E 0 cron-job -- ./job.sh   # skip quietly when it runs elsewhere
+  redlock lock -n -E 0 cron-job -- ./job.sh  # skip it when it runs elsewhere
 
 Exit statuses: CMD's own (128+N if killed by signal N); 75 (or -E N) held by
-someone else; 69 too few servers answered; 70 the lock was lost while CMD ran, or an
-internal error; 64 bad usage; 127 CMD not found; 126 CMD could not be run.",
-        margin = show_duration(KILL_MARGIN),
-        waiting = ACQUIRING_HELP,
-        server = server_options_help(),
-        acquire = acquire_options_help(true),
-    )
-}
+someone else; 69 too few servers answered; 70 the lock was lost while CMD ran,
+or an internal error; 64 bad usage; 127 CMD not found; 126 CMD could not be run.";
 
 /// How long before the end of the lock's validity a lost lock's command
 /// gets SIGKILL at the latest: time for the signal to land and the
@@ -188,30 +221,18 @@ fn status_code(status: ExitStatus) -> u8 {
     }
 }
 
-pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
-    let spec = Spec {
-        client: RETRYING_OPTIONS,
-        with_value: &["ttl", "wait", "grace", "conflict-exit-code"],
-        flags: &["fence", "nonblock"],
-        short: ACQUIRING_SHORT,
-        command_after: Some(1),
+pub(crate) fn lock(args: &LockArgs) -> Result<u8, Failure> {
+    let servers = servers(args.client.server())?;
+    let (ttl, grace, fence) = (args.ttl, args.grace, args.fence);
+    let how = args.wait.acquiring();
+    let resource = &args.resource;
+    // Never empty: clap requires CMD.
+    let Some((program, program_args)) = args.command.split_first() else {
+        return Err(
+            crate::args::usage("missing the command to run (RESOURCE -- CMD [ARGS..])").into(),
+        );
     };
-    let Some(args) = parse(raw, &spec, &help())? else {
-        return Ok(0);
-    };
-    args.expect_positionals(&["RESOURCE"])?;
-    if args.command.is_empty() {
-        return Err(Failure::from(crate::args::usage(
-            "missing the command to run (RESOURCE -- CMD [ARGS..])",
-        )));
-    }
-    let servers = servers(&args)?;
-    let ttl = args.duration("ttl", Duration::from_secs(30))?;
-    let how = Acquiring::from_args(&args)?;
-    let grace = args.duration("grace", Duration::from_secs(5))?;
-    let fence = args.flag("fence");
-    let resource = &args.positionals[0];
-    let options = ClientOptions::from_args(&args)?;
+    let options = args.client.options()?;
     options.check_against_ttl(ttl)?;
     let client = client(&servers, &options, ttl, fence)?;
     let signals = Signals::register()?;
@@ -248,9 +269,9 @@ pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
         .auto_extend(lock, ttl, None)
         .map_err(|e| Failure::new(EX_SOFTWARE, format!("cannot start the watchdog: {e}")))?;
 
-    let mut command = Command::new(&args.command[0]);
+    let mut command = Command::new(program);
     command
-        .args(&args.command[1..])
+        .args(program_args)
         .env("REDLOCK_RESOURCE", resource)
         .env("REDLOCK_TOKEN", &token)
         .env("REDLOCK_VALID_UNTIL", valid_until_ms.to_string());
@@ -279,10 +300,7 @@ pub(crate) fn lock(raw: &[String]) -> Result<u8, Failure> {
             } else {
                 126
             };
-            return Err(Failure::new(
-                code,
-                format!("cannot run {:?}: {e}", args.command[0]),
-            ));
+            return Err(Failure::new(code, format!("cannot run {program:?}: {e}")));
         }
     };
 

@@ -774,3 +774,215 @@ fn verbose_says_what_happened_to_each_server() {
     assert_eq!(code(&out), 0);
     assert!(stderr(&out).is_empty(), "{}", stderr(&out));
 }
+
+/// Issue 27: a mistyped option or subcommand is a usage error (64) in one
+/// line that names what was probably meant.
+#[test]
+fn a_mistyped_option_or_subcommand_says_what_was_meant() {
+    for (args, meant) in [
+        (&["acquire", "--wiat", "1", "r"][..], "--wait"),
+        (
+            &["lock", "--servers", "h:1", "--fense", "r", "--", "true"],
+            "--fence",
+        ),
+        (&["ackquire", "r"], "acquire"),
+        (&["acquire", "--commands", "nativ", "r"], "native"),
+    ] {
+        let out = run(redlock().args(args));
+        assert_eq!(code(&out), 64, "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains("did you mean") && err.contains(meant),
+            "{args:?}: {err}"
+        );
+        assert!(stdout(&out).is_empty(), "{args:?}");
+    }
+}
+
+/// Issue 27: help and the version go to stdout (0); without a subcommand,
+/// the help goes to stderr (64); `-h` is `--help`, and `help SUBCOMMAND` is
+/// `SUBCOMMAND --help`.
+#[test]
+fn help_version_and_no_subcommand() {
+    let help = run(redlock().arg("--help"));
+    assert_eq!(code(&help), 0);
+    assert!(stderr(&help).is_empty(), "{}", stderr(&help));
+    assert!(stdout(&help).contains("Usage:"), "{}", stdout(&help));
+    for args in [&["-h"][..], &["help"]] {
+        let out = run(redlock().args(args));
+        assert_eq!(code(&out), 0, "{args:?}");
+        assert_eq!(stdout(&out), stdout(&help), "{args:?}");
+    }
+    let lock = stdout(&run(redlock().args(["lock", "--help"])));
+    assert!(
+        lock.contains("RESOURCE") && lock.contains("--grace"),
+        "{lock}"
+    );
+    for args in [
+        &["lock", "-h"][..],
+        &["help", "lock"],
+        &["-v", "lock", "--help"],
+    ] {
+        let out = run(redlock().args(args));
+        assert_eq!(code(&out), 0, "{args:?}");
+        assert_eq!(stdout(&out), lock, "{args:?}");
+    }
+    for args in [&["--version"][..], &["-V"], &["version"]] {
+        let out = run(redlock().args(args));
+        assert_eq!(code(&out), 0, "{args:?}");
+        assert_eq!(
+            stdout(&out).trim(),
+            format!("redlock {}", env!("CARGO_PKG_VERSION")),
+            "{args:?}"
+        );
+    }
+    for args in [&[][..], &["-v"], &["-vv"]] {
+        let out = run(redlock().args(args));
+        assert_eq!(code(&out), 64, "{args:?}");
+        assert!(stdout(&out).is_empty(), "{args:?}");
+        assert!(
+            stderr(&out).contains("Usage:"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+/// Issue 27: `redlock completions bash|zsh|fish` prints a completion script
+/// naming the subcommands and their options (bash's parses, and completes);
+/// another shell is a usage error.
+#[test]
+fn completions_for_bash_zsh_and_fish() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = run(redlock().args(["completions", shell]));
+        assert_eq!(code(&out), 0, "{shell}: {}", stderr(&out));
+        let script = stdout(&out);
+        assert!(script.len() > 1000, "{shell}: {script}");
+        for word in ["redlock", "acquire", "fence-repair", "wait", "servers"] {
+            assert!(script.contains(word), "{shell}: {word} missing");
+        }
+        assert!(stderr(&out).is_empty(), "{shell}: {}", stderr(&out));
+    }
+    let dir = scratch("completions");
+    let script = dir.join("redlock.bash");
+    std::fs::write(&script, run(redlock().args(["completions", "bash"])).stdout).unwrap();
+    let check = run(Command::new("bash").arg("-n").arg(&script));
+    assert_eq!(code(&check), 0, "bash -n: {}", stderr(&check));
+    // What bash offers after `redlock acq` and `redlock acquire --wa`.
+    let complete = |words: &str, cword: usize| {
+        let out = run(Command::new("bash").arg("-c").arg(format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD={cword}; \
+             _redlock redlock \"${{COMP_WORDS[$COMP_CWORD]}}\" \"${{COMP_WORDS[$COMP_CWORD-1]}}\"; \
+             echo \"${{COMPREPLY[*]}}\"",
+            script.display()
+        )));
+        assert_eq!(code(&out), 0, "{words}: {}", stderr(&out));
+        stdout(&out).trim().to_string()
+    };
+    assert_eq!(complete("redlock acq", 1), "acquire");
+    assert_eq!(complete("redlock acquire --wa", 2), "--wait");
+    assert_eq!(complete("redlock unlock --comm", 2), "--commands");
+    assert_eq!(
+        complete("redlock unlock --commands ''", 3),
+        "auto scripts native"
+    );
+    for args in [&["completions", "tcsh"][..], &["completions"]] {
+        let out = run(redlock().args(args));
+        assert_eq!(code(&out), 64, "{args:?}");
+        assert_eq!(stderr(&out).trim().lines().count(), 1, "{args:?}");
+        assert!(stdout(&out).is_empty(), "{args:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 27: `redlock man` prints the man page checked in next to the
+/// crate (the unit test `the_checked_in_man_page_is_up_to_date` checks that
+/// it is what the definitions make).
+#[test]
+fn man_prints_the_checked_in_page() {
+    let out = run(redlock().arg("man"));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let page = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("redlock.1")).unwrap();
+    assert!(out.stdout == page, "redlock man differs from redlock.1");
+}
+
+/// Without `--`, the command starts at the first argument after RESOURCE
+/// that is not one of redlock's options: its own options are its own.
+#[test]
+fn the_command_keeps_its_own_options_without_double_dash() {
+    let (_servers, list) = servers(3);
+    let out = run(redlock().args([
+        "lock",
+        "--servers",
+        &list,
+        "own",
+        "--ttl",
+        "5",
+        "sh",
+        "-c",
+        "printf '%s\\n' \"$*\"",
+        "sh",
+        "-n",
+        "--ttl",
+        "-v",
+        "--",
+    ]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "-n --ttl -v --");
+    // -v was the command's, not redlock's: nothing logged.
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+}
+
+/// `--servers` wins over `REDLOCK_SERVERS`, which counts only without it;
+/// a `--servers` that names none is an error, not a fall back to it.
+#[test]
+fn servers_from_the_option_before_the_environment() {
+    let (_servers, list) = servers(3);
+    let dead: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", free_port().unwrap()))
+        .collect();
+    let dead = dead.join(",");
+    // From the environment alone.
+    let out = run(redlock()
+        .env("REDLOCK_SERVERS", format!(" {list} , "))
+        .args(["acquire", "env-only"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // The option over the environment.
+    let out = run(redlock().env("REDLOCK_SERVERS", &dead).args([
+        "acquire",
+        "--servers",
+        &list,
+        "option-first",
+    ]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = run(redlock().env("REDLOCK_SERVERS", &list).args([
+        "acquire",
+        "--servers",
+        &dead,
+        "--retries",
+        "0",
+        "option-first-2",
+    ]));
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    // None named: 64, whatever the environment has.
+    for (env, option) in [
+        (Some(list.as_str()), Some("")),
+        (Some(list.as_str()), Some(" , ")),
+        (Some(""), None),
+        (Some(" ,"), None),
+        (None, None),
+    ] {
+        let mut cmd = redlock();
+        cmd.arg("acquire");
+        if let Some(env) = env {
+            cmd.env("REDLOCK_SERVERS", env);
+        }
+        if let Some(option) = option {
+            cmd.arg(format!("--servers={option}"));
+        }
+        let out = run(cmd.arg("none"));
+        assert_eq!(code(&out), 64, "{env:?} {option:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("no servers"), "{}", stderr(&out));
+    }
+}

@@ -581,26 +581,47 @@ pub(crate) fn shown(arg: &str) -> String {
 
 /// `arg` with whatever may be a password hidden: in an argument with an `@`
 /// (a misplaced server URL, say), everything between its `scheme://` (if
-/// any, and if no `@` comes before it) and its last `@`. A password is never
-/// shown, even when the argument is not where it belongs, or is a list of
-/// URLs of which only a later one has a scheme.
+/// it starts with one) and its last `@`, else everything before that `@`.
+/// A password is never shown, even when the argument is not where it
+/// belongs, is a list of URLs of which only a later one has a scheme, or
+/// holds a `://` of its own (`u:pw://x@h`).
 pub(crate) fn masked(arg: &str) -> String {
     match arg.rfind('@') {
         None => arg.to_string(),
         Some(at) => {
-            let start = arg.find("://").map_or(0, |i| i + 3);
-            let before = arg.get(..start).unwrap_or("");
-            let start = if start <= at && !before.contains('@') {
-                start
-            } else {
-                0
-            };
+            let start = arg
+                .find("://")
+                .filter(|&i| is_scheme(arg.get(..i).unwrap_or("")))
+                .map_or(0, |i| i + 3);
+            let start = if start <= at { start } else { 0 };
             format!(
                 "{}***{}",
                 arg.get(..start).unwrap_or(""),
                 arg.get(at..).unwrap_or("")
             )
         }
+    }
+}
+
+/// A URL scheme (RFC 3986): a letter, then letters, digits, `+`, `-`, `.`.
+fn is_scheme(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+}
+
+/// A lock's name, as given: anything but what looks like a server URL with
+/// a password (`scheme://…@…`), which is refused without being shown (a
+/// misplaced `--servers` value would otherwise be printed back, and stored
+/// on the servers as a key).
+pub(crate) fn resource_name(s: &str) -> Result<String, String> {
+    match s.find("://") {
+        Some(i) if s.get(i..).is_some_and(|rest| rest.contains('@')) => Err(
+            "looks like a server URL with a password (not shown); servers go in --servers or \
+             REDLOCK_SERVERS"
+                .into(),
+        ),
+        _ => Ok(s.to_string()),
     }
 }
 
@@ -657,7 +678,10 @@ mod tests {
             ("redis://:pw@host:1", "redis://***@host:1"),
             ("redis://u:p@ss@h", "redis://***@h"),
             ("u:pw@h:1", "***@h:1"),
-            ("--redis://:pw@h", "--redis://***@h"),
+            ("--redis://:pw@h", "***@h"),
+            // A `://` inside the password is no scheme.
+            ("u:pw://x@h:1", "***@h:1"),
+            ("redis://u:pw://x@h:1", "redis://***@h:1"),
             ("pw@h://x", "***@h://x"),
             // A list whose first URL has no scheme, a later one has.
             ("u:pw@h1,redis://:pw@h2", "***@h2"),
@@ -667,6 +691,14 @@ mod tests {
         ] {
             assert_eq!(masked(arg), shown_as, "{arg}");
             assert!(!shown(arg).contains("pw"), "{arg}");
+        }
+        // A server URL given as a lock's name is refused, unseen.
+        for url in ["redis://:pw@h", "rediss://u:pw@h:1/0", "x://pw@h"] {
+            let bad = resource_name(url).unwrap_err();
+            assert!(!bad.contains("pw"), "{bad}");
+        }
+        for name in ["orders", "user@example.com", "a://b", "http://x/y"] {
+            assert_eq!(resource_name(name).unwrap(), name);
         }
         let bad = parse_duration("redis://:pw@h").unwrap_err();
         assert!(!bad.contains("pw"), "{bad}");

@@ -191,7 +191,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<u8, Failure> {
     };
     let elapsed = started.elapsed().as_secs_f64();
     if progress {
-        eprint!("\r{:60}\r", "");
+        warn_user_inline!("\r{:60}\r", "");
     }
 
     let mut acquire: Vec<u64> = samples
@@ -281,7 +281,7 @@ fn clock(
             last_shown = Instant::now();
             let secs = started.elapsed().as_secs_f64();
             let n = done.load(Ordering::Relaxed);
-            eprint!(
+            warn_user_inline!(
                 "\r  {secs:5.1}s  {n:>9} cycles  {:>9.0}/s ",
                 n as f64 / secs.max(1e-9)
             );

@@ -361,16 +361,33 @@ pub(crate) fn parse(args: Vec<String>) -> Parsed {
                 let _ = e.print();
                 Parsed::Exit(0)
             }
+            ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand
+                if args.iter().all(|a| is_verbosity(a)) =>
+            {
+                warn_user!("{}", cmd.render_help());
+                Parsed::Exit(EX_USAGE)
+            }
             ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
-                eprintln!("{}", cmd.render_help());
+                // Anything else without a subcommand (`redlock --`): one
+                // line, as every usage error.
+                warn_user!("redlock: missing subcommand (try redlock --help)");
                 Parsed::Exit(EX_USAGE)
             }
             _ => {
-                eprintln!("{}", usage_error(&e, subcommand(&cmd, &args)));
+                warn_user!("{}", usage_error(&e, subcommand(&cmd, &args)));
                 Parsed::Exit(EX_USAGE)
             }
         },
     }
+}
+
+/// `-v`, `-vv`, ... or `--verbose`: what may come alone, as no arguments
+/// at all (the help, on stderr).
+fn is_verbosity(arg: &str) -> bool {
+    arg == "--verbose"
+        || arg
+            .strip_prefix('-')
+            .is_some_and(|v| !v.is_empty() && v.chars().all(|c| c == 'v'))
 }
 
 /// The subcommand `args` name, if they name one: the first argument that
@@ -447,7 +464,12 @@ pub(crate) fn usage_error(e: &clap::Error, sub: Option<&str>) -> String {
     if let Some(s) = string(ContextKind::SuggestedValue) {
         suggestions.push(s.to_string());
     }
-    suggestions.extend(strings(ContextKind::SuggestedSubcommand));
+    // Not the hidden subcommands that are not for people (`__group-guard`).
+    suggestions.extend(
+        strings(ContextKind::SuggestedSubcommand)
+            .into_iter()
+            .filter(|s| !s.starts_with("__")),
+    );
     if !suggestions.is_empty() {
         message.push_str(&format!("; did you mean {}?", suggestions.join(" or ")));
     }

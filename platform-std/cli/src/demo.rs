@@ -474,7 +474,7 @@ pub(crate) fn demo(args: &DemoArgs) -> Result<u8, Failure> {
                         Err(e) => {
                             // Shown, but not a failure of the demo: servers
                             // are being killed on purpose.
-                            eprintln!("  worker {}: {e}", w + 1);
+                            warn_user!("  worker {}: {e}", w + 1);
                             unavailable.fetch_add(1, Ordering::SeqCst);
                             std::thread::sleep(jitter.ms(5, 15));
                         }
@@ -613,7 +613,7 @@ pub(crate) fn demo(args: &DemoArgs) -> Result<u8, Failure> {
 }
 
 fn lock_error(errors: &Mutex<Vec<String>>, e: String) {
-    eprintln!("  {e}");
+    warn_user!("  {e}");
     errors.lock().unwrap_or_else(|p| p.into_inner()).push(e);
 }
 

@@ -6,9 +6,8 @@
 //! Exit statuses: the command's own (`lock`), 0 on success, 64 for bad
 //! usage, 69 when too few servers answered, 70 for a lost lock or an
 //! internal error, 75 when the lock is held by someone else.
-
-// A command-line program: printing is its job.
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+// Output goes through `say!` and `warn_user!`, never a macro that panics.
+#![warn(clippy::print_stdout, clippy::print_stderr)]
 
 /// `println!` that ignores a closed stdout (`redlock demo | head`) instead
 /// of panicking: the work goes on, and its cleanup with it.
@@ -20,6 +19,23 @@ macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
         let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// `eprintln!` that ignores a closed stderr (`redlock ... 2>&1 | head`)
+/// instead of panicking, as [`say!`] does for stdout.
+macro_rules! warn_user {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
+/// `eprint!` (no newline) that ignores a closed stderr.
+macro_rules! warn_user_inline {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr().lock(), $($arg)*);
     }};
 }
 
@@ -89,7 +105,7 @@ fn main() -> ExitCode {
             Ok(arg) => raw.push(arg),
             Err(_) => {
                 // Not shown: it may be a server URL with its password.
-                eprintln!(
+                warn_user!(
                     "redlock: argument {i} is not valid UTF-8 (not shown: it may hold a \
                      password); {}",
                     args::ESCAPE_HINT
@@ -140,9 +156,9 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
             if f.code == EX_USAGE {
-                eprintln!("redlock {sub}: {} (see redlock {sub} --help)", f.message);
+                warn_user!("redlock {sub}: {} (see redlock {sub} --help)", f.message);
             } else {
-                eprintln!("redlock {sub}: {}", f.message);
+                warn_user!("redlock {sub}: {}", f.message);
             }
             ExitCode::from(f.code)
         }
@@ -390,7 +406,11 @@ pub(crate) struct AcquireArgs {
     pub(crate) client: RetryingArgs,
     #[command(flatten)]
     pub(crate) verbosity: Verbosity,
-    #[arg(value_name = "RESOURCE", help = "the lock's name")]
+    #[arg(
+        value_name = "RESOURCE",
+        value_parser = crate::args::resource_name,
+        help = "the lock's name"
+    )]
     pub(crate) resource: String,
 }
 
@@ -432,7 +452,11 @@ pub(crate) struct UnlockArgs {
     pub(crate) server: ServerArgs,
     #[command(flatten)]
     pub(crate) verbosity: Verbosity,
-    #[arg(value_name = "RESOURCE", help = "the lock's name")]
+    #[arg(
+        value_name = "RESOURCE",
+        value_parser = crate::args::resource_name,
+        help = "the lock's name"
+    )]
     pub(crate) resource: String,
     #[arg(value_name = "TOKEN", help = "the token `redlock acquire` printed")]
     pub(crate) token: String,
@@ -566,7 +590,11 @@ pub(crate) struct FenceRepairArgs {
     pub(crate) server: ServerArgs,
     #[command(flatten)]
     pub(crate) verbosity: Verbosity,
-    #[arg(value_name = "RESOURCE", help = "the lock's name")]
+    #[arg(
+        value_name = "RESOURCE",
+        value_parser = crate::args::resource_name,
+        help = "the lock's name"
+    )]
     pub(crate) resource: String,
 }
 
@@ -618,7 +646,7 @@ fn fence_repair(args: &FenceRepairArgs) -> Result<u8, Failure> {
         repaired.counter
     );
     if !repaired.complete() {
-        eprintln!(
+        warn_user!(
             "redlock fence-repair: not every server was repaired: {}; run it again once they answer",
             per_server(&repaired.report, &urls)
         );
@@ -642,7 +670,11 @@ pub(crate) struct InspectArgs {
     pub(crate) server: ServerArgs,
     #[command(flatten)]
     pub(crate) verbosity: Verbosity,
-    #[arg(value_name = "RESOURCE", help = "the lock's name")]
+    #[arg(
+        value_name = "RESOURCE",
+        value_parser = crate::args::resource_name,
+        help = "the lock's name"
+    )]
     pub(crate) resource: String,
 }
 

@@ -46,7 +46,11 @@ pub(crate) struct LockArgs {
     pub(crate) client: RetryingArgs,
     #[command(flatten)]
     pub(crate) verbosity: Verbosity,
-    #[arg(value_name = "RESOURCE", help = "the lock's name")]
+    #[arg(
+        value_name = "RESOURCE",
+        value_parser = crate::args::resource_name,
+        help = "the lock's name"
+    )]
     pub(crate) resource: String,
     // Everything from the first argument after RESOURCE that is not one of
     // these options (or after `--`) is the command's: `lock r ls -la`.
@@ -322,7 +326,7 @@ pub(crate) fn lock(args: &LockArgs) -> Result<u8, Failure> {
                 ),
                 Err(e) => {
                     crate::tell(&client, &what, started, &e.to_string(), e.report());
-                    eprintln!("redlock lock: warning: releasing {resource:?} failed: {e}");
+                    warn_user!("redlock lock: warning: releasing {resource:?} failed: {e}");
                 }
             }
             return status.map(status_code).map_err(|e| {

@@ -311,8 +311,22 @@ fn no_output_shows_a_password() {
     assert!(all.contains("127.0.0.1:"), "{all}");
     assert!(all.contains("WRONGPASS"), "{all}");
 
-    // Misplaced, or in a bad URL: 64.
+    // Misplaced, or in a bad URL: 64. A server URL given as the lock's
+    // name (servers from the environment) is refused, unseen, by every
+    // subcommand that takes one.
     let bad_port = format!("redis://:{escaped}@127.0.0.1:99999");
+    let one = url(&servers[0], &escaped);
+    for args in [
+        vec!["acquire", &one],
+        vec!["unlock", &one, &token],
+        vec!["inspect", &one],
+        vec!["fence-repair", "--at-least", "1", &one],
+        vec!["lock", &one, "true"],
+    ] {
+        let out = run(redlock().args(&args).env("REDLOCK_SERVERS", &list));
+        let all = check(&format!("{args:?}"), &out, 64);
+        assert!(all.contains("RESOURCE"), "{all}");
+    }
     for args in [
         vec!["inspect", "--servers", &list, "res", &list],
         vec![list.as_str(), "res"],
@@ -837,7 +851,7 @@ fn help_version_and_no_subcommand() {
             "{args:?}"
         );
     }
-    for args in [&[][..], &["-v"], &["-vv"]] {
+    for args in [&[][..], &["-v"], &["-vv"], &["--verbose"]] {
         let out = run(redlock().args(args));
         assert_eq!(code(&out), 64, "{args:?}");
         assert!(stdout(&out).is_empty(), "{args:?}");
@@ -846,6 +860,49 @@ fn help_version_and_no_subcommand() {
             "{args:?}: {}",
             stderr(&out)
         );
+    }
+    // Anything else without a subcommand is a usage error of one line.
+    for args in [&["--"][..], &["-v", "--"]] {
+        let out = run(redlock().args(args));
+        assert_eq!(code(&out), 64, "{args:?}");
+        assert_eq!(
+            stderr(&out).trim().lines().count(),
+            1,
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert!(stderr(&out).contains("subcommand"), "{}", stderr(&out));
+    }
+}
+
+/// No panic (status 101) when stdout or stderr is a pipe nobody reads:
+/// help, usage errors and failures keep their exit statuses.
+#[test]
+fn a_closed_stdout_or_stderr_changes_no_exit_status() {
+    for (args, status) in [
+        (&["--help"][..], 0),
+        (&[][..], 64),
+        (&["--bogus"], 64),
+        (&["completions", "bash"], 0),
+        (&["man"], 0),
+        (
+            &["acquire", "--servers", "127.0.0.1:1", "--retries", "0", "r"],
+            69,
+        ),
+    ] {
+        let (reader, out) = std::io::pipe().unwrap();
+        let err = out.try_clone().unwrap();
+        drop(reader);
+        // Not `run`: it would capture both.
+        let got = finish(
+            redlock()
+                .args(args)
+                .stdout(out)
+                .stderr(err)
+                .spawn()
+                .unwrap(),
+        );
+        assert_eq!(code(&got), status, "{args:?}");
     }
 }
 

@@ -8,7 +8,11 @@ use clap::builder::StyledStr;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Arg, Args, Command, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
-use crate::args::{ACQUIRE_OPTIONS, SERVER_OPTIONS, Verbosity, WAITING, masked, shown};
+use std::ffi::{OsStr, OsString};
+
+use crate::args::{
+    ACQUIRE_OPTIONS, ESCAPE_HINT, SERVER_OPTIONS, Verbosity, WAITING, masked, shown,
+};
 use crate::{EX_USAGE, bench, demo, guard, run};
 
 /// `redlock [-v]... SUBCOMMAND ...`.
@@ -348,9 +352,9 @@ pub(crate) enum Parsed {
 /// Parses `args` (the arguments after the program's name). Help and the
 /// version go to stdout (status 0); no arguments at all print the help on
 /// stderr (64); a usage error is one line on stderr (64).
-pub(crate) fn parse(args: Vec<String>) -> Parsed {
+pub(crate) fn parse(args: Vec<OsString>) -> Parsed {
     let mut cmd = command();
-    let all = core::iter::once("redlock".to_string()).chain(args.iter().cloned());
+    let all = core::iter::once(OsString::from("redlock")).chain(args.iter().cloned());
     let parsed = cmd
         .try_get_matches_from_mut(all)
         .and_then(|matches| Cli::from_arg_matches(&matches));
@@ -362,7 +366,7 @@ pub(crate) fn parse(args: Vec<String>) -> Parsed {
                 Parsed::Exit(0)
             }
             ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand
-                if args.iter().all(|a| is_verbosity(a)) =>
+                if args.iter().all(|a| a.to_str().is_some_and(is_verbosity)) =>
             {
                 warn_user!("{}", cmd.render_help());
                 Parsed::Exit(EX_USAGE)
@@ -373,12 +377,36 @@ pub(crate) fn parse(args: Vec<String>) -> Parsed {
                 warn_user!("redlock: missing subcommand (try redlock --help)");
                 Parsed::Exit(EX_USAGE)
             }
+            kind if utf8_at_fault(kind, &cmd, &args) => {
+                // One of redlock's own arguments (the command's come after
+                // them all, and may be anything): the first that is not
+                // UTF-8. Not shown: it may be a server URL with its password.
+                let at = args
+                    .iter()
+                    .position(|a| a.to_str().is_none())
+                    .map_or(0, |i| i + 1);
+                warn_user!(
+                    "redlock: argument {at} is not valid UTF-8 (not shown: it may hold a \
+                     password); {}",
+                    ESCAPE_HINT
+                );
+                Parsed::Exit(EX_USAGE)
+            }
             _ => {
                 warn_user!("{}", usage_error(&e, subcommand(&cmd, &args)));
                 Parsed::Exit(EX_USAGE)
             }
         },
     }
+}
+
+/// Whether a usage error comes of an argument that is not UTF-8: clap
+/// says so of a value, and of anything else (an extra argument, an unknown
+/// option) the first such argument is the one at fault, unless `lock`'s
+/// command may hold it.
+fn utf8_at_fault(kind: ErrorKind, cmd: &Command, args: &[OsString]) -> bool {
+    kind == ErrorKind::InvalidUtf8
+        || (args.iter().any(|a| a.to_str().is_none()) && subcommand(cmd, args) != Some("lock"))
 }
 
 /// `-v`, `-vv`, ... or `--verbose`: what may come alone, as no arguments
@@ -392,9 +420,12 @@ fn is_verbosity(arg: &str) -> bool {
 
 /// The subcommand `args` name, if they name one: the first argument that
 /// is not an option (those before the subcommand take no value).
-fn subcommand<'a>(cmd: &Command, args: &'a [String]) -> Option<&'a str> {
-    let first = args.iter().find(|a| !a.starts_with('-'))?;
-    cmd.find_subcommand(first).map(|_| first.as_str())
+fn subcommand<'a, S: AsRef<OsStr>>(cmd: &Command, args: &'a [S]) -> Option<&'a str> {
+    let first = args
+        .iter()
+        .filter_map(|a| a.as_ref().to_str())
+        .find(|a| !a.starts_with('-'))?;
+    cmd.find_subcommand(first).map(|_| first)
 }
 
 /// A usage error in one line, naming the option (or subcommand) and what
@@ -648,10 +679,7 @@ mod tests {
         let mut cmd = command();
         cmd.try_get_matches_from_mut(all)
             .and_then(|m| Cli::from_arg_matches(&m))
-            .map_err(|e| {
-                let args: Vec<String> = args.iter().map(ToString::to_string).collect();
-                usage_error(&e, subcommand(&cmd, &args))
-            })
+            .map_err(|e| usage_error(&e, subcommand(&cmd, args)))
     }
 
     fn lock(args: &[&str]) -> Result<run::LockArgs, String> {

@@ -99,21 +99,9 @@ impl From<Usage> for Failure {
 }
 
 fn main() -> ExitCode {
-    let mut raw = Vec::new();
-    for (i, arg) in std::env::args_os().enumerate().skip(1) {
-        match arg.into_string() {
-            Ok(arg) => raw.push(arg),
-            Err(_) => {
-                // Not shown: it may be a server URL with its password.
-                warn_user!(
-                    "redlock: argument {i} is not valid UTF-8 (not shown: it may hold a \
-                     password); {}",
-                    args::ESCAPE_HINT
-                );
-                return ExitCode::from(EX_USAGE);
-            }
-        }
-    }
+    // As given: the command of `lock` may hold bytes that are not UTF-8;
+    // redlock's own arguments may not (see `cli::parse`).
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let cli = match cli::parse(raw) {
         Parsed::Run(cli) => cli,
         Parsed::Exit(code) => return ExitCode::from(code),

@@ -58,9 +58,12 @@ pub(crate) struct LockArgs {
         value_name = "CMD",
         required = true,
         trailing_var_arg = true,
+        value_parser = clap::value_parser!(std::ffi::OsString),
+        value_hint = clap::ValueHint::CommandWithArguments,
         help = "the command to run, and its arguments"
     )]
-    pub(crate) command: Vec<String>,
+    /// As given, bytes that are not UTF-8 included (a file name, say).
+    pub(crate) command: Vec<std::ffi::OsString>,
 }
 
 /// `--grace`'s help.

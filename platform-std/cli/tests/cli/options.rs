@@ -391,6 +391,19 @@ fn no_output_shows_a_password() {
         all.contains("REDLOCK_SERVERS") && all.contains("%FF"),
         "{all}"
     );
+    // The command of `lock` gets its arguments as given, bytes that are
+    // not UTF-8 included (a file name, say), as flock(1) passes them.
+    let out = run(redlock().args([
+        OsString::from("lock"),
+        OsString::from("--servers"),
+        OsString::from(&list),
+        OsString::from("res"),
+        OsString::from("printf"),
+        OsString::from("%s"),
+        OsString::from_vec(vec![b'a', 0xff, b'b']),
+    ]));
+    check("lock with a raw byte for the command", &out, 0);
+    assert_eq!(out.stdout, [b'a', 0xff, b'b']);
 }
 
 /// Issue 10, item 1: a bare number is seconds (`--ttl 10` is ten seconds),

@@ -72,6 +72,7 @@ pub(crate) struct ServerArgs {
         value_name = "D",
         allow_hyphen_values = true,
         value_parser = timeout,
+        value_hint = clap::ValueHint::Other,
         help = request_timeout_help()
     )]
     request_timeout: Option<Duration>,
@@ -81,6 +82,7 @@ pub(crate) struct ServerArgs {
         value_name = "D",
         allow_hyphen_values = true,
         value_parser = timeout,
+        value_hint = clap::ValueHint::Other,
         help = "how long a connect (with its TLS handshake) may take [default: 1s]"
     )]
     connect_timeout: Option<Duration>,
@@ -168,6 +170,7 @@ pub(crate) struct OneAttemptArgs {
         value_name = "D",
         allow_hyphen_values = true,
         value_parser = restart_guard,
+        value_hint = clap::ValueHint::Other,
         help_heading = ACQUIRE_OPTIONS,
         help = "do not count the vote of a server that restarted less than D ago (give \
                 the largest ttl any client uses on these servers; they must allow INFO) \
@@ -187,6 +190,7 @@ pub(crate) struct RetryingArgs {
         value_name = "N",
         allow_hyphen_values = true,
         value_parser = retries,
+        value_hint = clap::ValueHint::Other,
         help_heading = ACQUIRE_OPTIONS,
         help = retries_help()
     )]
@@ -196,6 +200,7 @@ pub(crate) struct RetryingArgs {
         value_name = "D",
         allow_hyphen_values = true,
         value_parser = parse_duration,
+        value_hint = clap::ValueHint::Other,
         help_heading = ACQUIRE_OPTIONS,
         help = retry_delay_help()
     )]
@@ -365,6 +370,7 @@ pub(crate) struct WaitArgs {
         value_name = "D",
         allow_hyphen_values = true,
         value_parser = parse_wait,
+        value_hint = clap::ValueHint::Other,
         help = "retry with jitter until D has passed (`forever`, `inf`: without bound; a \
                 signal still stops it) [default: one call with the normal retries]"
     )]
@@ -393,6 +399,7 @@ pub(crate) struct ConflictArgs {
         allow_hyphen_values = true,
         default_value = "75",
         value_parser = exit_status,
+        value_hint = clap::ValueHint::Other,
         help = "the exit status when the lock is held by someone else"
     )]
     pub(crate) conflict_exit_code: u8,

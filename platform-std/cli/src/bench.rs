@@ -32,6 +32,7 @@ pub(crate) struct BenchArgs {
         default_value = "1",
         allow_hyphen_values = true,
         value_parser = number_in::<1, 1024>,
+        value_hint = clap::ValueHint::Other,
         help = "threads; with --async, tasks"
     )]
     pub(crate) clients: usize,
@@ -48,6 +49,7 @@ pub(crate) struct BenchArgs {
         default_value = "5s",
         allow_hyphen_values = true,
         value_parser = parse_duration,
+        value_hint = clap::ValueHint::Other,
         help = "how long to run"
     )]
     pub(crate) duration: Duration,
@@ -65,6 +67,7 @@ pub(crate) struct BenchArgs {
         default_value = "10s",
         allow_hyphen_values = true,
         value_parser = parse_duration,
+        value_hint = clap::ValueHint::Other,
         help = "lock time to live"
     )]
     pub(crate) ttl: Duration,

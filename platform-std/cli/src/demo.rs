@@ -30,6 +30,7 @@ pub(crate) struct DemoArgs {
         default_value = "4s",
         allow_hyphen_values = true,
         value_parser = parse_duration,
+        value_hint = clap::ValueHint::Other,
         help = "how long the workers contend (a bare number is seconds)"
     )]
     pub(crate) duration: Duration,
@@ -39,6 +40,7 @@ pub(crate) struct DemoArgs {
         default_value = "4",
         allow_hyphen_values = true,
         value_parser = number_in::<1, 64>,
+        value_hint = clap::ValueHint::Other,
         help = "contending workers"
     )]
     pub(crate) workers: usize,

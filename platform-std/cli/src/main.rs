@@ -383,6 +383,7 @@ pub(crate) struct AcquireArgs {
         default_value = "30s",
         allow_hyphen_values = true,
         value_parser = parse_duration,
+        value_hint = clap::ValueHint::Other,
         help = "lock time to live (a bare number is seconds)"
     )]
     pub(crate) ttl: Duration,
@@ -569,6 +570,7 @@ pub(crate) struct FenceRepairArgs {
         required = true,
         allow_hyphen_values = true,
         value_parser = fence_floor,
+        value_hint = clap::ValueHint::Other,
         help = "the highest fence the protected resource has accepted (only it, or its \
                 operator, knows): every later fencing token is larger. Too low is safe (the \
                 resource refuses the smaller tokens) but not live; too high skips numbers"

@@ -25,6 +25,7 @@ pub(crate) struct LockArgs {
         default_value = "30s",
         allow_hyphen_values = true,
         value_parser = parse_duration,
+        value_hint = clap::ValueHint::Other,
         help = "lock time to live (a bare number is seconds); the watchdog extends it \
                 while CMD runs"
     )]
@@ -37,6 +38,7 @@ pub(crate) struct LockArgs {
         default_value = "5s",
         allow_hyphen_values = true,
         value_parser = parse_duration,
+        value_hint = clap::ValueHint::Other,
         help = grace_help()
     )]
     pub(crate) grace: Duration,

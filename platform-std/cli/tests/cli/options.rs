@@ -934,6 +934,17 @@ fn completions_for_bash_zsh_and_fish() {
         }
         assert!(stderr(&out).is_empty(), "{shell}: {}", stderr(&out));
     }
+    // A duration completes to nothing (not to file names); a file does.
+    let fish = stdout(&run(redlock().args(["completions", "fish"])));
+    let line = |long: &str| {
+        fish.lines()
+            .find(|l| l.contains(&format!("-l {long} ")))
+            .unwrap_or_else(|| panic!("no --{long} in {fish}"))
+            .to_string()
+    };
+    assert!(line("ttl").ends_with("-r -f"), "{}", line("ttl"));
+    assert!(line("wait").ends_with("-r -f"), "{}", line("wait"));
+    assert!(line("tls-ca").ends_with("-r -F"), "{}", line("tls-ca"));
     let dir = scratch("completions");
     let script = dir.join("redlock.bash");
     std::fs::write(&script, run(redlock().args(["completions", "bash"])).stdout).unwrap();

@@ -483,6 +483,8 @@ pub(crate) fn number_in<const LO: usize, const HI: usize>(s: &str) -> Result<usi
 fn file_name(s: &str) -> Result<PathBuf, String> {
     if s.is_empty() {
         Err("needs a file name".into())
+    } else if is_server_url_with_password(s) {
+        Err(URL_WITH_PASSWORD.into())
     } else {
         Ok(PathBuf::from(s))
     }
@@ -492,6 +494,7 @@ fn file_name(s: &str) -> Result<PathBuf, String> {
 fn host_name(s: &str) -> Result<String, String> {
     match s.trim() {
         "" => Err("needs a host name".into()),
+        name if is_server_url_with_password(name) => Err(URL_WITH_PASSWORD.into()),
         name => Ok(name.to_string()),
     }
 }
@@ -617,19 +620,33 @@ fn is_scheme(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
 }
 
+/// Whether `s` looks like a server URL with a password (`scheme://…@…`):
+/// a misplaced `--servers` value, refused wherever it would otherwise be
+/// printed back (or, as a lock's name, stored on the servers as a key).
+fn is_server_url_with_password(s: &str) -> bool {
+    s.find("://")
+        .is_some_and(|i| s.get(i..).is_some_and(|rest| rest.contains('@')))
+}
+
+/// What a usage error says of such a value (never the value).
+const URL_WITH_PASSWORD: &str = "looks like a server URL with a password (not shown); servers go in --servers or \
+     REDLOCK_SERVERS";
+
 /// A lock's name, as given: anything but what looks like a server URL with
-/// a password (`scheme://…@…`), which is refused without being shown (a
-/// misplaced `--servers` value would otherwise be printed back, and stored
-/// on the servers as a key).
+/// a password ([`is_server_url_with_password`]), refused without being
+/// shown.
 pub(crate) fn resource_name(s: &str) -> Result<String, String> {
-    match s.find("://") {
-        Some(i) if s.get(i..).is_some_and(|rest| rest.contains('@')) => Err(
-            "looks like a server URL with a password (not shown); servers go in --servers or \
-             REDLOCK_SERVERS"
-                .into(),
-        ),
-        _ => Ok(s.to_string()),
+    if is_server_url_with_password(s) {
+        Err(URL_WITH_PASSWORD.into())
+    } else {
+        Ok(s.to_string())
     }
+}
+
+/// A token, as `redlock acquire` printed it: anything but what looks like a
+/// server URL with a password, refused without being shown.
+pub(crate) fn token(s: &str) -> Result<String, String> {
+    resource_name(s)
 }
 
 #[cfg(test)]
@@ -706,6 +723,15 @@ mod tests {
         }
         for name in ["orders", "user@example.com", "a://b", "http://x/y"] {
             assert_eq!(resource_name(name).unwrap(), name);
+        }
+        for url in ["redis://:pw@h", "rediss://u:pw@h:1/0"] {
+            for bad in [
+                token(url).unwrap_err(),
+                file_name(url).unwrap_err(),
+                host_name(url).unwrap_err(),
+            ] {
+                assert!(!bad.contains("pw"), "{bad}");
+            }
         }
         let bad = parse_duration("redis://:pw@h").unwrap_err();
         assert!(!bad.contains("pw"), "{bad}");

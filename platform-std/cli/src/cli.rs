@@ -421,10 +421,14 @@ fn is_verbosity(arg: &str) -> bool {
 /// The subcommand `args` name, if they name one: the first argument that
 /// is not an option (those before the subcommand take no value).
 fn subcommand<'a, S: AsRef<OsStr>>(cmd: &Command, args: &'a [S]) -> Option<&'a str> {
+    // The first argument that is not an option, UTF-8 or not (one that is
+    // not names no subcommand); none after `--`.
     let first = args
         .iter()
-        .filter_map(|a| a.as_ref().to_str())
-        .find(|a| !a.starts_with('-'))?;
+        .map(AsRef::as_ref)
+        .take_while(|a| *a != "--")
+        .find(|a| !a.as_encoded_bytes().starts_with(b"-"))?
+        .to_str()?;
     cmd.find_subcommand(first).map(|_| first)
 }
 

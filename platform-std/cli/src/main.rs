@@ -5,7 +5,8 @@
 //!
 //! Exit statuses: the command's own (`lock`), 0 on success, 64 for bad
 //! usage, 69 when too few servers answered, 70 for a lost lock or an
-//! internal error, 75 when the lock is held by someone else.
+//! internal error, 74 when `acquire` cannot print its token, 75 when the
+//! lock is held by someone else.
 // Output goes through `say!` and `warn_user!`, never a macro that panics.
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
@@ -74,6 +75,8 @@ pub(crate) const EX_SOFTWARE: u8 = 70;
 pub(crate) const EX_TEMPFAIL: u8 = 75;
 /// Fenced acquisition refused: the fence counters were lost (repair them).
 pub(crate) const EX_DATAERR: u8 = 65;
+/// `acquire` could not print the token (the lock was given back).
+pub(crate) const EX_IOERR: u8 = 74;
 
 /// Why redlock itself ends with a non-zero status: the status and a
 /// one-line message for stderr.
@@ -414,7 +417,8 @@ const ACQUIRE_AFTER: &str = "\
   read -r token validity <<< \"$(redlock acquire -w 10 jobs)\"
 
 Exit statuses: 0 acquired; 75 (or -E N) held by someone else; 69 too few
-servers answered; 64 bad usage.";
+servers answered; 74 the token could not be printed (the lock was given
+back); 64 bad usage.";
 
 fn acquire(args: &AcquireArgs) -> Result<u8, Failure> {
     let servers = servers(args.client.server())?;
@@ -428,7 +432,23 @@ fn acquire(args: &AcquireArgs) -> Result<u8, Failure> {
     if let Some(f) = lock.fence() {
         let _ = write!(line, " {f}");
     }
-    say!("{line}");
+    // The token is the lock: if it cannot be told (stdout closed), nobody
+    // could release it, so it is given back now.
+    let told = {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{line}").and_then(|()| out.flush())
+    };
+    if let Err(e) = told {
+        let released = match client.unlock(&lock) {
+            Ok(_) => "released",
+            Err(_) => "not released (it expires with --ttl)",
+        };
+        return Err(Failure::new(
+            EX_IOERR,
+            format!("cannot print the token ({e}); the lock was {released}"),
+        ));
+    }
     Ok(0)
 }
 
@@ -447,7 +467,11 @@ pub(crate) struct UnlockArgs {
         help = "the lock's name"
     )]
     pub(crate) resource: String,
-    #[arg(value_name = "TOKEN", help = "the token `redlock acquire` printed")]
+    #[arg(
+        value_name = "TOKEN",
+        value_parser = crate::args::token,
+        help = "the token `redlock acquire` printed"
+    )]
     pub(crate) token: String,
 }
 

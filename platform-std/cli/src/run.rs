@@ -309,7 +309,13 @@ pub(crate) fn lock(args: &LockArgs) -> Result<u8, Failure> {
             } else {
                 126
             };
-            return Err(Failure::new(code, format!("cannot run {program:?}: {e}")));
+            return Err(Failure::new(
+                code,
+                format!(
+                    "cannot run {}: {e}",
+                    crate::args::shown(&program.to_string_lossy())
+                ),
+            ));
         }
     };
 

@@ -327,6 +327,25 @@ fn no_output_shows_a_password() {
         let all = check(&format!("{args:?}"), &out, 64);
         assert!(all.contains("RESOURCE"), "{all}");
     }
+    // The same given as a token, a TLS file or name: refused, unseen.
+    for args in [
+        vec!["unlock", "res", &one],
+        vec!["acquire", "--tls-ca", &one, "res"],
+        vec!["acquire", "--tls-cert", &one, "--tls-key", "k", "res"],
+        vec!["acquire", "--tls-server-name", &one, "res"],
+    ] {
+        let out = run(redlock().args(&args).env("REDLOCK_SERVERS", &list));
+        check(&format!("{args:?}"), &out, 64);
+    }
+    // As the command of `lock` (RESOURCE SERVERS CMD by mistake): it
+    // cannot run (127), and is not shown.
+    check(
+        "lock RESOURCE URL",
+        &run(redlock()
+            .args(["lock", "res-cmd", &one])
+            .env("REDLOCK_SERVERS", &list)),
+        127,
+    );
     for args in [
         vec!["inspect", "--servers", &list, "res", &list],
         vec![list.as_str(), "res"],
@@ -373,6 +392,17 @@ fn no_output_shows_a_password() {
                 raw_byte(""),
             ],
             "argument 3",
+        ),
+        // Before the subcommand, even `lock` (whose command may hold any
+        // bytes).
+        (
+            vec![
+                raw_byte(""),
+                OsString::from("lock"),
+                OsString::from("res"),
+                OsString::from("true"),
+            ],
+            "argument 1",
         ),
     ] {
         let all = check("a raw byte", &run(redlock().args(&args)), 64);
@@ -885,6 +915,28 @@ fn help_version_and_no_subcommand() {
             stderr(&out)
         );
         assert!(stderr(&out).contains("subcommand"), "{}", stderr(&out));
+    }
+}
+
+/// `acquire` whose token cannot be printed (stdout closed) gives the lock
+/// back and says so (74): nobody could have released it.
+#[test]
+fn acquire_gives_the_lock_back_when_it_cannot_print_the_token() {
+    let (servers, list) = servers(3);
+    let (reader, out) = std::io::pipe().unwrap();
+    drop(reader);
+    let got = finish(
+        redlock()
+            .args(["acquire", "--servers", &list, "untold"])
+            .stdout(out)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    assert_eq!(code(&got), 74, "{}", stderr(&got));
+    assert!(stderr(&got).contains("released"), "{}", stderr(&got));
+    for s in &servers {
+        assert_eq!(get(s, "untold"), Value::Nil, "{}", s.addr());
     }
 }
 

@@ -61,6 +61,7 @@ pub(crate) struct ServerArgs {
         long,
         help_heading = SERVER_OPTIONS,
         value_name = "URL[,URL..]",
+        value_hint = clap::ValueHint::Other,
         allow_hyphen_values = true,
         help = "the servers [default: $REDLOCK_SERVERS]; each URL is \
                 redis://[[user]:password@]host[:port][/db], rediss://... (TLS) or host:port"

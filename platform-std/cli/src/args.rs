@@ -50,6 +50,20 @@ pub(crate) struct Verbosity {
     pub(crate) verbose: u8,
 }
 
+/// `-v` and RESOURCE, last of the arguments of every subcommand that names
+/// a lock (after them: `unlock`'s TOKEN, `lock`'s command).
+#[derive(Debug, Args)]
+pub(crate) struct Target {
+    #[command(flatten)]
+    pub(crate) verbosity: Verbosity,
+    #[arg(
+        value_name = "RESOURCE",
+        value_parser = resource_name,
+        help = "the lock's name"
+    )]
+    pub(crate) resource: String,
+}
+
 /// The options of every subcommand that talks to servers: where they are,
 /// how long they may take, TLS, and which commands they get.
 // Each argument names its heading: a struct's `next_help_heading` would

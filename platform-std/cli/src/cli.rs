@@ -127,11 +127,11 @@ impl Sub {
     /// The `-v`s given after the subcommand.
     pub(crate) fn verbose(&self) -> u8 {
         match self {
-            Sub::Lock(a) => a.verbosity.verbose,
-            Sub::Acquire(a) => a.verbosity.verbose,
-            Sub::Unlock(a) => a.verbosity.verbose,
-            Sub::Inspect(a) => a.verbosity.verbose,
-            Sub::FenceRepair(a) => a.verbosity.verbose,
+            Sub::Lock(a) => a.target.verbosity.verbose,
+            Sub::Acquire(a) => a.target.verbosity.verbose,
+            Sub::Unlock(a) => a.target.verbosity.verbose,
+            Sub::Inspect(a) => a.target.verbosity.verbose,
+            Sub::FenceRepair(a) => a.target.verbosity.verbose,
             Sub::Bench(a) => a.verbosity.verbose,
             Sub::Demo(a) => a.verbosity.verbose,
             Sub::Completions(_) | Sub::Man | Sub::Version | Sub::GroupGuard => 0,
@@ -713,7 +713,7 @@ mod tests {
         // Flags together, and the command's own -n left to it.
         let a = lock(&["-nvv", "res", "cmd", "-n"]).unwrap();
         assert_eq!(a.wait.acquiring().wait, Wait::Nonblock);
-        assert_eq!(a.verbosity.verbose, 2);
+        assert_eq!(a.target.verbosity.verbose, 2);
         assert_eq!(a.command, ["cmd", "-n"]);
         let a = lock(&["-nE", "9", "res", "cmd"]).unwrap();
         assert_eq!(
@@ -801,7 +801,7 @@ mod tests {
         let a = lock(&["--ttl=5s", "--fence", "res", "--", "echo", "--ttl", "x"]).unwrap();
         assert_eq!(a.ttl, Duration::from_secs(5));
         assert!(a.fence);
-        assert_eq!(a.resource, "res");
+        assert_eq!(a.target.resource, "res");
         assert_eq!(a.command, ["echo", "--ttl", "x"]);
         // Without `--`: from the first argument after RESOURCE that is not
         // an option, everything is the command's.

@@ -60,7 +60,7 @@ use redlock_std::{Builder, Client, Error, Lock, Report, ServerUrl, describe};
 use clap::Args;
 
 use crate::args::{
-    Acquiring, ClientOptions, ConflictArgs, RetryingArgs, ServerArgs, Usage, Verbosity, Wait,
+    Acquiring, ClientOptions, ConflictArgs, RetryingArgs, ServerArgs, Target, Usage, Wait,
     WaitArgs, parse_duration, usage,
 };
 use crate::cli::{Parsed, Sub};
@@ -397,13 +397,7 @@ pub(crate) struct AcquireArgs {
     #[command(flatten)]
     pub(crate) client: RetryingArgs,
     #[command(flatten)]
-    pub(crate) verbosity: Verbosity,
-    #[arg(
-        value_name = "RESOURCE",
-        value_parser = crate::args::resource_name,
-        help = "the lock's name"
-    )]
-    pub(crate) resource: String,
+    pub(crate) target: Target,
 }
 
 /// `redlock acquire --help`: what it does.
@@ -427,7 +421,7 @@ fn acquire(args: &AcquireArgs) -> Result<u8, Failure> {
     let options = args.client.options()?;
     options.check_against_ttl(ttl)?;
     let client = client(&servers, &options, ttl, fence)?;
-    let lock = acquire_lock(&client, &args.resource, ttl, &how, &|| false)?;
+    let lock = acquire_lock(&client, &args.target.resource, ttl, &how, &|| false)?;
     let mut line = format!("{} {}", lock.token(), lock.remaining().as_millis());
     if let Some(f) = lock.fence() {
         let _ = write!(line, " {f}");
@@ -460,13 +454,7 @@ pub(crate) struct UnlockArgs {
     #[command(flatten)]
     pub(crate) server: ServerArgs,
     #[command(flatten)]
-    pub(crate) verbosity: Verbosity,
-    #[arg(
-        value_name = "RESOURCE",
-        value_parser = crate::args::resource_name,
-        help = "the lock's name"
-    )]
-    pub(crate) resource: String,
+    pub(crate) target: Target,
     #[arg(
         value_name = "TOKEN",
         value_parser = crate::args::token,
@@ -500,7 +488,7 @@ fn unlock(args: &UnlockArgs) -> Result<u8, Failure> {
     let servers = servers(&args.server)?;
     let options = args.server.options()?;
     let client = client(&servers, &options, Duration::from_secs(30), false)?;
-    let (resource, token) = (&args.resource, &args.token);
+    let (resource, token) = (&args.target.resource, &args.token);
     let urls = client.server_urls();
     let started = Instant::now();
     let released = client.unlock_token(resource.as_bytes(), token.as_bytes());
@@ -603,13 +591,7 @@ pub(crate) struct FenceRepairArgs {
     #[command(flatten)]
     pub(crate) server: ServerArgs,
     #[command(flatten)]
-    pub(crate) verbosity: Verbosity,
-    #[arg(
-        value_name = "RESOURCE",
-        value_parser = crate::args::resource_name,
-        help = "the lock's name"
-    )]
-    pub(crate) resource: String,
+    pub(crate) target: Target,
 }
 
 /// `--at-least N`: a whole number from 0 up.
@@ -635,7 +617,7 @@ fn fence_repair(args: &FenceRepairArgs) -> Result<u8, Failure> {
     let servers = servers(&args.server)?;
     let options = args.server.options()?;
     let client = client(&servers, &options, Duration::from_secs(30), false)?;
-    let resource = &args.resource;
+    let resource = &args.target.resource;
     let urls = client.server_urls();
     let started = Instant::now();
     let repaired = client.fence_repair(resource.as_bytes(), at_least);
@@ -683,13 +665,7 @@ pub(crate) struct InspectArgs {
     #[command(flatten)]
     pub(crate) server: ServerArgs,
     #[command(flatten)]
-    pub(crate) verbosity: Verbosity,
-    #[arg(
-        value_name = "RESOURCE",
-        value_parser = crate::args::resource_name,
-        help = "the lock's name"
-    )]
-    pub(crate) resource: String,
+    pub(crate) target: Target,
 }
 
 /// `redlock inspect --help`: what it does.
@@ -705,7 +681,7 @@ fn inspect(args: &InspectArgs) -> Result<u8, Failure> {
     let servers = servers(&args.server)?;
     let options = args.server.options()?;
     let client = client(&servers, &options, Duration::from_secs(30), false)?;
-    let resource = &args.resource;
+    let resource = &args.target.resource;
     let urls = client.server_urls();
     let inspection = client
         .inspect(resource.as_bytes())

@@ -10,7 +10,7 @@ use std::time::{Instant, SystemTime};
 
 use clap::Args;
 
-use crate::args::{RetryingArgs, Verbosity, WaitArgs, parse_duration, show_duration};
+use crate::args::{RetryingArgs, Target, WaitArgs, parse_duration, show_duration};
 use crate::guard::GroupGuard;
 use crate::{EX_SOFTWARE, Failure, acquire_lock, client, servers};
 
@@ -47,13 +47,7 @@ pub(crate) struct LockArgs {
     #[command(flatten)]
     pub(crate) client: RetryingArgs,
     #[command(flatten)]
-    pub(crate) verbosity: Verbosity,
-    #[arg(
-        value_name = "RESOURCE",
-        value_parser = crate::args::resource_name,
-        help = "the lock's name"
-    )]
-    pub(crate) resource: String,
+    pub(crate) target: Target,
     // Everything from the first argument after RESOURCE that is not one of
     // these options (or after `--`) is the command's: `lock r ls -la`.
     #[arg(
@@ -234,7 +228,7 @@ pub(crate) fn lock(args: &LockArgs) -> Result<u8, Failure> {
     let servers = servers(args.client.server())?;
     let (ttl, grace, fence) = (args.ttl, args.grace, args.fence);
     let how = args.wait.acquiring();
-    let resource = &args.resource;
+    let resource = &args.target.resource;
     // Never empty: clap requires CMD.
     let Some((program, program_args)) = args.command.split_first() else {
         return Err(

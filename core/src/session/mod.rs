@@ -24,7 +24,9 @@
 //!    [`Ready`](State::Ready) ([`Event::Ready`]), then write every held
 //!    request in order. Nothing but the handshake is written before that
 //!    (C1: a `SET` must never run in the wrong database or as the wrong
-//!    user).
+//!    user). A platform that pipelines many callers may keep what it
+//!    queued while [`corked`](Session::corked) says so (one batch in
+//!    flight), calling [`flushed`](Session::flushed) whenever it writes.
 //! 4. **Replies.** Give each parsed reply to
 //!    [`handle_reply`](Session::handle_reply): [`Event::Reply`] names the tag
 //!    of the request it answers, which the platform routes to its owner (an
@@ -52,6 +54,7 @@
 //! | a request unanswered for half its time | a probe (`PING redlock-probe`) is written behind it; a request pushed while one is overdue and not probed yet goes behind a probe ([`Queued::ProbeFirst`]) |
 //! | the probe's answer in a request's place, or another reply in the probe's | the connection is given up ([`Close::OutOfStep`]): it lost a request or a reply, and every later reply would be taken for an older request |
 //! | a probe unanswered within the connect timeout, or the longest time a request it follows was allowed | the connection is given up ([`Close::Unanswered`]): the server stalls; a slow server whose replies come in order is kept |
+//! | one batch in flight (optional) | requests pushed while a written one is unanswered wait in the platform's buffer until the replies come, a probe is to go out, or a write is unfinished ([`corked`](Session::corked)) |
 //! | a reply for no request | the connection is given up ([`Close::Unsolicited`]) |
 //! | the owed queue is full | the connection is given up ([`Close::Stuck`]): the server stopped answering |
 //! | the twin check (C3) | a `run_id` already known for another entry refuses this one ([`SetupError::SameServer`]) |
@@ -65,8 +68,11 @@ use crate::handshake::{self, Commands, Dialect, Plan, SetupError, Step, Verdict}
 use crate::report::ServerId;
 use crate::time::{Duration, Instant};
 
+mod cork;
 mod encode;
 mod queue;
+
+use cork::Cork;
 
 use encode::is_probe_reply;
 pub use encode::{Credentials, PROBE_LEN, encode_probe, encode_step};
@@ -250,6 +256,8 @@ pub struct Session<T, Q> {
     refused: Refusal,
     /// The probe of the stream's step (see [`poll_probe`](Session::poll_probe)).
     probe: Probe,
+    /// What the platform's buffer holds (see [`corked`](Session::corked)).
+    cork: Cork,
     failures: u32,
     /// The longest time any request awaited was allowed (µs), since the
     /// queue was last empty: a probe is awaited at least that long, so that
@@ -325,6 +333,7 @@ impl<T, Q: Queue<T>> Session<T, Q> {
             native: Learned::Unknown,
             owed,
             probe: Probe::Idle,
+            cork: Cork::NEW,
             #[cfg(feature = "mutants")]
             keeps_out_of_step: false,
             tag: PhantomData,
@@ -421,6 +430,7 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         self.refused = Refusal::None;
         self.incarnation = None;
         self.probe = Probe::Idle;
+        self.cork.clear();
         self.run_id_len = 0;
         self.partial = 0;
         self.native = Learned::Unknown;
@@ -553,7 +563,12 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         let due = now.saturating_add(half).saturating_duration_since(from);
         let more = replies.saturating_sub(1);
         match self.owed.push_back(Entry::new(tag, due).with_more(more)) {
-            Ok(()) => Ok(queued),
+            Ok(()) => {
+                if queued != Queued::Held {
+                    self.cork.pushed(now, allowed);
+                }
+                Ok(queued)
+            }
             Err(e) => {
                 rl_log!(warn, "a server owes too many replies: giving it up");
                 Err((e.tag, Close::Stuck))
@@ -647,6 +662,9 @@ impl<T, Q: Queue<T>> Session<T, Q> {
             self.partial = 0;
         }
         let entry = self.owed.pop_front().ok_or(Close::Unsolicited)?;
+        // (A platform that never calls `flushed` keeps every request
+        // unsent by this count: it is kept within the requests awaited.)
+        self.cork.owed(self.owed.len(), false);
         Ok(Event::Reply(entry.tag))
     }
 
@@ -674,6 +692,30 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         }
     }
 
+    /// True while the requests pushed since the platform last wrote may
+    /// wait in its buffer (feature `batching`; always false without it): a
+    /// batch written earlier is still unanswered, no probe waits to go
+    /// out, and none of them has waited a sixteenth of its time yet.
+    /// Optional (a platform that writes every request at once may ignore
+    /// it): a platform that pipelines several callers' requests writes its
+    /// buffer when this is false, or when a write it began is unfinished,
+    /// and calls [`flushed`](Session::flushed) as it does. The answers to
+    /// the batch on the way then find the next one gathered, so the server
+    /// reads and answers it as one (one batch in flight per connection, as
+    /// Nagle's algorithm keeps one small segment in flight). A request
+    /// waits for that batch's answers at most a sixteenth of its time:
+    /// [`poll_timeout`](Session::poll_timeout) is due then, and
+    /// [`handle_timeout`](Session::handle_timeout) uncorks the buffer.
+    pub fn corked(&self) -> bool {
+        self.state == State::Ready && self.cork.corked(self.owed.len())
+    }
+
+    /// The platform wrote (or began to write) everything it had queued for
+    /// this connection: requests, and the probe if one was sent.
+    pub fn flushed(&mut self) {
+        self.cork.clear();
+    }
+
     /// The probe is on its way: awaited for the connect timeout, or the
     /// longest time a request it follows was allowed (a slow server is
     /// kept). Out of line: `push` and `probe_written` share it.
@@ -695,6 +737,7 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         self.probe = Probe::Sent {
             after: u16::try_from(replies).unwrap_or(u16::MAX),
         };
+        self.cork.urgent();
         let allowance = Duration::from_micros(u64::from(self.allowance));
         self.deadline = now.saturating_add(policy.connect_timeout.max(allowance));
     }
@@ -752,8 +795,9 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         self.ready_at = now;
         self.refused = Refusal::None;
         self.unreachable = false;
-        // The held requests' time runs from now.
+        // The held requests' time runs from now, and they are written next.
         self.base = now;
+        self.cork.owed(self.owed.len(), true);
         rl_log!(debug, "a server passed its handshake");
         Ok(Event::Ready)
     }
@@ -763,8 +807,29 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     }
 
     /// When [`handle_timeout`](Session::handle_timeout) is due next.
-    #[inline(never)]
+    #[inline]
     pub fn poll_timeout(&self) -> Option<Instant> {
+        let own = self.own_timeout();
+        #[cfg(feature = "batching")]
+        if let Some(cork) = self.cork_deadline() {
+            return Some(own.map_or(cork, |own| own.min(cork)));
+        }
+        own
+    }
+
+    /// When a request corked in the platform's buffer has waited its
+    /// share of its time (then the buffer goes out).
+    #[cfg(feature = "batching")]
+    fn cork_deadline(&self) -> Option<Instant> {
+        if self.state != State::Ready {
+            return None;
+        }
+        self.cork.deadline(self.owed.len())
+    }
+
+    /// The session's own timer: a connect, a handshake, a probe.
+    #[inline(never)]
+    fn own_timeout(&self) -> Option<Instant> {
         match (self.state, self.probe) {
             (State::Down, _) => None,
             // A connect, a handshake, or the probe sent.
@@ -792,7 +857,10 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     /// own). A request unanswered for half its time wants a probe
     /// ([`poll_probe`](Session::poll_probe)).
     pub fn handle_timeout(&mut self, now: Instant) -> Option<Close> {
-        let due = self.poll_timeout()?;
+        if self.state == State::Ready {
+            self.cork.expire(now, self.owed.len());
+        }
+        let due = self.own_timeout()?;
         if now < due {
             return None;
         }
@@ -858,6 +926,7 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         self.allowance = 0;
         self.partial = 0;
         self.probe = Probe::Idle;
+        self.cork.clear();
         while let Some(e) = self.owed.pop_front() {
             lost(e.tag);
         }

@@ -153,6 +153,9 @@ impl Conn {
         let Some(stream) = self.stream.as_mut() else {
             return Ok(());
         };
+        // Everything queued is on its way from here (a write left
+        // unfinished goes on when the socket is writable, corked or not).
+        self.session.flushed();
         let mut written = 0;
         while written < self.out.len() {
             match stream.write(&self.out[written..]) {

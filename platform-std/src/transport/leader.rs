@@ -73,6 +73,13 @@ pub(super) struct Leadership {
 }
 
 impl<J: Job> State<J> {
+    /// Some task's operation is done and its owner has not taken the
+    /// outcome yet: it was woken, and is about to run (and likely to start
+    /// its next call).
+    pub(super) fn uncollected(&self) -> bool {
+        self.slots.iter().any(|s| s.serial != 0 && s.done && s.task)
+    }
+
     /// A free slot for an operation, if it may take one: an acquisition
     /// leaves the last `RESERVED_SLOTS` to releases and extensions.
     pub(super) fn take_slot(&mut self, urgent: bool) -> Option<usize> {

@@ -338,8 +338,15 @@ impl<J: Job> Transport<J> {
         } else if !st.lead.leader {
             // Nothing in flight: written now, from this thread (no wake-up
             // before the requests are on the wire); the driver only reads,
-            // unless the task leads itself when it polls its ticket.
-            st.flush_all();
+            // unless the task leads itself when it polls its ticket. Not
+            // while other tasks' operations are done and their owners have
+            // yet to run (woken by the same replies, about to queue their
+            // next requests): the task leads when it polls its ticket, and
+            // lets them run first (`lead_on_reactor`), so that all go out
+            // in one write per socket.
+            if !(may_lead && st.uncollected()) {
+                st.flush_all();
+            }
             kick = !st.slots[slot].done && !may_lead;
         }
         // (A leader between two polls writes what was queued before its
@@ -526,9 +533,21 @@ impl<J: Job> Transport<J> {
             // A new leader: what the driver saw of the last one is moot.
             st.lead.watch = None;
         }
+        let fresh = st.lead.reactor != Some(me);
         st.lead.leader = true;
         st.lead.reactor = Some(me);
         st.lead.handed_at = None;
+        if fresh && st.uncollected() {
+            // Taking the role while tasks whose operations are done have
+            // yet to run (woken by the replies that ended this task's last
+            // call, they are about to queue their next requests): they run
+            // first, once (the task wakes itself and is polled again after
+            // them; then it turns, whoever has queued by then), so that
+            // their requests and this one's go out in one write per socket
+            // and the servers read them as one batch.
+            cx.waker().wake_by_ref();
+            return (st, false);
+        }
         let exact = r.reports_every_event();
         loop {
             // First the reactor's word (registering the task when it has

@@ -211,9 +211,18 @@ impl<J: Job> State<J> {
         }
     }
 
+    /// Writes what every connection that is up has queued, except where
+    /// its session keeps the requests corked behind a batch on its way
+    /// (one batch in flight: the leader that reads its answers writes
+    /// them). Only while several operations run: a lone caller's request
+    /// goes at once (nothing would join it), and with nothing running
+    /// nobody may lead to read those answers.
     pub(super) fn flush_all(&mut self) {
+        let idle = self.lead.active.count_ones() < 2;
         for i in 0..self.conns.len() {
-            if self.conns[i].is_up() && self.conns[i].has_unwritten() && self.flush(i).is_err() {
+            let c = &self.conns[i];
+            let due = idle || c.writable_interest || !c.session.corked();
+            if c.is_up() && c.has_unwritten() && due && self.flush(i).is_err() {
                 self.fail(i);
             }
         }

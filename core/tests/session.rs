@@ -1002,3 +1002,27 @@ fn a_multi_block_uncorks_only_with_its_last_reply() {
     );
     assert!(!s.corked());
 }
+
+#[cfg(feature = "batching")]
+#[test]
+fn a_cork_at_the_end_of_its_share_sends_no_probe() {
+    type Big = heapless::Deque<Entry<u32>, 16>;
+    let mut s: Session<u32, Big> = Session::new(plan(true), Big::new());
+    s.connecting(ms(0), &POLICY);
+    s.connected(ms(0), &POLICY);
+    pass_handshake(&mut s, ms(0));
+    // Request 1 (300 ms) written; request 2 corked at 1 ms, its share out
+    // at 21 ms; request 3 pushed at 25 ms, before anyone asked the timer.
+    assert_eq!(s.push(ms(0), 1, ms(300), &POLICY), Ok(Queued::Write));
+    s.flushed();
+    assert_eq!(s.push(ms(1), 2, ms(321), &POLICY), Ok(Queued::Write));
+    assert_eq!(s.poll_timeout(), Some(ms(21)));
+    // Nothing is overdue (request 1 at 150 ms): no probe goes first (one
+    // would close a healthy connection for a user without `+ping`).
+    assert_eq!(s.push(ms(25), 3, ms(325), &POLICY), Ok(Queued::Write));
+    assert!(!s.poll_probe());
+    // The buffer goes out once the timer is asked.
+    assert_eq!(s.handle_timeout(ms(25)), None);
+    assert!(!s.corked());
+    assert!(!s.poll_probe());
+}

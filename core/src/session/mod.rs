@@ -584,7 +584,9 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     fn probe_first(&mut self, now: Instant, policy: &Policy) -> bool {
         let first = match self.probe {
             Probe::Wanted => true,
-            Probe::Idle => self.poll_timeout().is_some_and(|t| now >= t),
+            // (Its own timer: a corked request at the end of its share
+            // wants its buffer written, not a probe.)
+            Probe::Idle => self.own_timeout().is_some_and(|t| now >= t),
             Probe::Sent { .. } => false,
         };
         if first {

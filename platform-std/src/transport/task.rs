@@ -545,6 +545,9 @@ impl<J: Job> Transport<J> {
             // them; then it turns, whoever has queued by then), so that
             // their requests and this one's go out in one write per socket
             // and the servers read them as one batch.
+            // (Work owed: should this task not be polled again, the
+            // driver, which watches, leads in its place.)
+            st.lead.queued = true;
             cx.waker().wake_by_ref();
             return (st, false);
         }

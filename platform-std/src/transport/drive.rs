@@ -57,6 +57,9 @@ impl<J: Job> State<J> {
             if s.waiting {
                 self.lead.to_wake |= bit(slot);
             }
+            if s.task {
+                self.lead.uncollected |= bit(slot);
+            }
         }
     }
 

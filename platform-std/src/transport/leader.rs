@@ -44,6 +44,9 @@ pub(super) struct Leadership {
     pub(super) active: u64,
     /// Slots whose operation is done and whose owner waits: to be woken.
     pub(super) to_wake: u64,
+    /// Slots of tasks whose operation is done and whose outcome is not
+    /// taken yet (see [`State::uncollected`]).
+    pub(super) uncollected: u64,
     /// Threads waiting for a free slot (not urgent, urgent).
     pub(super) slot_waiters: usize,
     pub(super) slot_waiters_urgent: usize,
@@ -77,7 +80,7 @@ impl<J: Job> State<J> {
     /// outcome yet: it was woken, and is about to run (and likely to start
     /// its next call).
     pub(super) fn uncollected(&self) -> bool {
-        self.slots.iter().any(|s| s.serial != 0 && s.done && s.task)
+        self.lead.uncollected != 0
     }
 
     /// A free slot for an operation, if it may take one: an acquisition
@@ -141,6 +144,16 @@ impl<J: Job> State<J> {
             .fold(0u64, |m, (i, _)| m | bit(i));
         debug_assert_eq!(lead.active & !occupied, 0, "a free slot runs");
         debug_assert_eq!(lead.to_wake & !occupied, 0, "a free slot is to be woken");
+        debug_assert_eq!(
+            lead.uncollected & !occupied,
+            0,
+            "a free slot is uncollected"
+        );
+        debug_assert_eq!(
+            lead.uncollected & lead.active,
+            0,
+            "running and done at once"
+        );
         debug_assert_eq!(
             occupied.count_ones() as usize + self.free.len(),
             self.slots.len(),
@@ -284,6 +297,7 @@ impl<J: Job> Transport<J> {
             *relock(w.lock()) = None;
         }
         st.lead.active &= !bit(slot);
+        st.lead.uncollected &= !bit(slot);
         st.free.push(slot as u16);
         // One thread that may take the slot: an acquisition only while more
         // than the reserved slots are free (a woken thread that finds the

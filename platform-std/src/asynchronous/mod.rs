@@ -56,10 +56,11 @@
 //! On a tokio multi-thread runtime the driver thread serves the tasks:
 //! measured, a leader on the reactor there lost more to the role moving
 //! between workers (and a transport per worker, to tasks moving between
-//! them) than the driver's two wake-ups per call cost. For the most
-//! throughput on several cores, run a current-thread runtime per core,
-//! each with a client of its own (`benches/README.md`, "The multi-thread
-//! runtime": 1.42× the multi-thread runtime's cycles/s, on 2 vCPUs
+//! them) than the driver's two wake-ups per call cost, and with one batch
+//! in flight per connection the two tie. For the most throughput on
+//! several cores, run a current-thread runtime per core, each with a
+//! client of its own (`benches/README.md`, "One batch in flight per
+//! connection": 1.38× the multi-thread runtime's cycles/s, on 2 vCPUs
 //! shared with five servers).
 //!
 //! # Cancellation

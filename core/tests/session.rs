@@ -847,10 +847,23 @@ fn a_request_of_several_replies_is_answered_by_its_last() {
     );
 }
 
+/// Room for more requests than `Owed` (the cork tests queue several).
+#[cfg(feature = "batching")]
+type Big = heapless::Deque<Entry<u32>, 16>;
+
+/// A session with room for 16 requests, through its handshake at 0 ms.
+#[cfg(feature = "batching")]
+fn ready_big() -> Session<u32, Big> {
+    let mut s: Session<u32, Big> = Session::new(plan(true), Big::new());
+    s.connecting(ms(0), &POLICY);
+    s.connected(ms(0), &POLICY);
+    pass_handshake(&mut s, ms(0));
+    s
+}
+
 #[cfg(feature = "batching")]
 #[test]
 fn requests_behind_an_unanswered_batch_are_corked_until_its_replies_come() {
-    type Big = heapless::Deque<Entry<u32>, 16>;
     let mut s: Session<u32, Big> = Session::new(plan(true), Big::new());
     s.connecting(ms(0), &POLICY);
     s.connected(ms(0), &POLICY);
@@ -886,11 +899,7 @@ fn requests_behind_an_unanswered_batch_are_corked_until_its_replies_come() {
 #[cfg(feature = "batching")]
 #[test]
 fn a_probe_is_never_corked() {
-    type Big = heapless::Deque<Entry<u32>, 16>;
-    let mut s: Session<u32, Big> = Session::new(plan(true), Big::new());
-    s.connecting(ms(0), &POLICY);
-    s.connected(ms(0), &POLICY);
-    pass_handshake(&mut s, ms(0));
+    let mut s = ready_big();
     // Request 1 (40 ms) written and unanswered; 2 corked behind it.
     assert_eq!(s.push(ms(0), 1, ms(40), &POLICY), Ok(Queued::Write));
     s.flushed();
@@ -904,20 +913,14 @@ fn a_probe_is_never_corked() {
     assert!(!s.corked(), "the probe goes out now, with what is queued");
     s.flushed();
     // A request pushed while one is overdue goes behind a probe: uncorked.
-    let mut t: Session<u32, Big> = Session::new(plan(true), Big::new());
-    t.connecting(ms(0), &POLICY);
-    t.connected(ms(0), &POLICY);
-    pass_handshake(&mut t, ms(0));
+    let mut t = ready_big();
     assert_eq!(t.push(ms(0), 1, ms(40), &POLICY), Ok(Queued::Write));
     t.flushed();
     assert_eq!(t.push(ms(30), 2, ms(1000), &POLICY), Ok(Queued::ProbeFirst));
     assert!(!t.corked());
     // A platform that never says it wrote is never corked (it writes at
     // once, as before): the count stays within the requests awaited.
-    let mut u: Session<u32, Big> = Session::new(plan(true), Big::new());
-    u.connecting(ms(0), &POLICY);
-    u.connected(ms(0), &POLICY);
-    pass_handshake(&mut u, ms(0));
+    let mut u = ready_big();
     for k in 0..8 {
         assert_eq!(u.push(ms(0), k, ms(1000), &POLICY), Ok(Queued::Write));
         assert!(!u.corked());
@@ -938,11 +941,7 @@ fn a_probe_is_never_corked() {
 #[cfg(feature = "batching")]
 #[test]
 fn a_corked_request_waits_a_sixteenth_of_its_time_at_most() {
-    type Big = heapless::Deque<Entry<u32>, 16>;
-    let mut s: Session<u32, Big> = Session::new(plan(true), Big::new());
-    s.connecting(ms(0), &POLICY);
-    s.connected(ms(0), &POLICY);
-    pass_handshake(&mut s, ms(0));
+    let mut s = ready_big();
     // A long round trip: request 1 (300 ms) unanswered for 200 ms.
     assert_eq!(s.push(ms(0), 1, ms(300), &POLICY), Ok(Queued::Write));
     s.flushed();
@@ -980,11 +979,7 @@ fn a_corked_request_waits_a_sixteenth_of_its_time_at_most() {
 #[cfg(feature = "batching")]
 #[test]
 fn a_multi_block_uncorks_only_with_its_last_reply() {
-    type Big = heapless::Deque<Entry<u32>, 16>;
-    let mut s: Session<u32, Big> = Session::new(plan(true), Big::new());
-    s.connecting(ms(0), &POLICY);
-    s.connected(ms(0), &POLICY);
-    pass_handshake(&mut s, ms(0));
+    let mut s = ready_big();
     s.push_with_replies(ms(1), 1, ms(1001), 4, &POLICY).unwrap();
     s.flushed();
     s.push(ms(2), 2, ms(1002), &POLICY).unwrap();
@@ -1006,11 +1001,7 @@ fn a_multi_block_uncorks_only_with_its_last_reply() {
 #[cfg(feature = "batching")]
 #[test]
 fn a_cork_at_the_end_of_its_share_sends_no_probe() {
-    type Big = heapless::Deque<Entry<u32>, 16>;
-    let mut s: Session<u32, Big> = Session::new(plan(true), Big::new());
-    s.connecting(ms(0), &POLICY);
-    s.connected(ms(0), &POLICY);
-    pass_handshake(&mut s, ms(0));
+    let mut s = ready_big();
     // Request 1 (300 ms) written; request 2 corked at 1 ms, its share out
     // at 21 ms; request 3 pushed at 25 ms, before anyone asked the timer.
     assert_eq!(s.push(ms(0), 1, ms(300), &POLICY), Ok(Queued::Write));

@@ -19,7 +19,8 @@
 //!   attempt), 16 tasks.
 //!
 //! Per cycle: the client's CPU and context switches (the whole process,
-//! `getrusage`) and the five servers' CPU (`/proc/<pid>/stat`).
+//! `getrusage`) and the five servers' CPU (`/proc/<pid>/stat`), summed and
+//! the least and most of any one server.
 //!
 //! `cargo run --release -p redlock-benches --example multi_thread -- [ROUNDS] [SECS]`
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
@@ -71,6 +72,9 @@ struct Run {
     rate: f64,
     cpu: f64,
     servers: f64,
+    /// The least and the most any one server spent (µs per cycle).
+    quietest: f64,
+    busiest: f64,
     switches: f64,
     commands: f64,
     reads: f64,
@@ -117,7 +121,7 @@ where
     let stop = Arc::new(AtomicBool::new(false));
     let cpu = ServersCpu::new(servers);
     let counts0 = server_counts(servers);
-    let (cost0, servers0) = (Cost::now(), cpu.now());
+    let (cost0, servers0) = (Cost::now(), cpu.each());
     let t0 = Instant::now();
     let threads: Vec<_> = (0..shards)
         .map(|shard| {
@@ -131,13 +135,22 @@ where
         t.join().unwrap();
     }
     let elapsed = t0.elapsed().as_secs_f64();
-    let (cost, servers_cpu) = (Cost::now().since(cost0), cpu.now() - servers0);
+    let cost = Cost::now().since(cost0);
+    let each: Vec<f64> = cpu
+        .each()
+        .iter()
+        .zip(&servers0)
+        .map(|(t, t0)| (*t - *t0).as_secs_f64())
+        .collect();
     let cycles = count.load(Ordering::Relaxed) as f64;
+    let per_cycle = |t: f64| t * 1e6 / cycles;
     let counts = server_counts(servers);
     Run {
         rate: cycles / elapsed,
         cpu: cost.cpu.as_secs_f64() * 1e6 / cycles,
-        servers: servers_cpu.as_secs_f64() * 1e6 / cycles,
+        servers: per_cycle(each.iter().sum()),
+        quietest: per_cycle(each.iter().copied().fold(f64::MAX, f64::min)),
+        busiest: per_cycle(each.iter().copied().fold(0.0, f64::max)),
         switches: cost.switches as f64 / cycles,
         commands: (counts.0 - counts0.0) as f64 / cycles,
         reads: (counts.1 - counts0.1) as f64 / cycles,
@@ -255,18 +268,20 @@ fn main() {
         .map(|r| median(r.iter().map(|r| r.rate).collect()))
         .collect();
     println!(
-        "\n| row | cycles/s (median of {rounds}) | range | client CPU µs / cycle | servers' CPU µs / cycle | client context switches / cycle | server commands / cycle | commands per server read |"
+        "\n| row | cycles/s (median of {rounds}) | range | client CPU µs / cycle | servers' CPU µs / cycle | each server's (least–most) | client context switches / cycle | server commands / cycle | commands per server read |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (i, (name, _)) in rows.iter().enumerate() {
         let lo = runs[i].iter().map(|r| r.rate).fold(f64::MAX, f64::min);
         let hi = runs[i].iter().map(|r| r.rate).fold(0.0, f64::max);
         let of = |f: fn(&Run) -> f64| median(runs[i].iter().map(f).collect());
         println!(
-            "| {name} | {:.0} | {lo:.0}–{hi:.0} | {:.1} | {:.1} | {:.2} | {:.1} | {:.2} |",
+            "| {name} | {:.0} | {lo:.0}–{hi:.0} | {:.1} | {:.1} | {:.1}–{:.1} | {:.2} | {:.1} | {:.2} |",
             rate[i],
             of(|r| r.cpu),
             of(|r| r.servers),
+            of(|r| r.quietest),
+            of(|r| r.busiest),
             of(|r| r.switches),
             of(|r| r.commands),
             of(|r| r.commands / r.reads),

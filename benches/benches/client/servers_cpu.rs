@@ -27,8 +27,13 @@ impl ServersCpu {
 
     /// utime + stime of every server process so far (all its threads).
     pub(crate) fn now(&self) -> Duration {
-        let ticks: u64 = self
-            .pids
+        self.each().into_iter().sum()
+    }
+
+    /// utime + stime so far of each server process (all its threads), in
+    /// the order of the servers given.
+    pub(crate) fn each(&self) -> Vec<Duration> {
+        self.pids
             .iter()
             .map(|pid| {
                 let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
@@ -36,9 +41,10 @@ impl ServersCpu {
                 // and may hold spaces: state is field 3, utime 14, stime 15.
                 let rest = &stat[stat.rfind(')').unwrap() + 1..];
                 let fields: Vec<&str> = rest.split_whitespace().collect();
-                fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+                let ticks =
+                    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+                Duration::from_secs_f64(ticks as f64 / self.hz)
             })
-            .sum();
-        Duration::from_secs_f64(ticks as f64 / self.hz)
+            .collect()
     }
 }

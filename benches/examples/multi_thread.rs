@@ -39,6 +39,8 @@ use redlock_tests::RedisServer;
 #[allow(dead_code)]
 #[path = "../benches/client/cost.rs"]
 mod cost;
+// Shared with the benches (which use `now`).
+#[allow(dead_code)]
 #[path = "../benches/client/servers_cpu.rs"]
 mod servers_cpu;
 

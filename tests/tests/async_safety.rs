@@ -173,9 +173,7 @@ fn the_driver_ends_with_the_last_handle() {
     for server in &servers {
         let mut conn = server.conn().unwrap();
         loop {
-            let exists = conn
-                .request(&[b"EXISTS", b"async-safety-end-a"])
-                .unwrap();
+            let exists = conn.request(&[b"EXISTS", b"async-safety-end-a"]).unwrap();
             if matches!(exists, redlock_tests::Value::Integer(0)) {
                 break;
             }

@@ -41,8 +41,7 @@ impl ServersCpu {
                 // and may hold spaces: state is field 3, utime 14, stime 15.
                 let rest = &stat[stat.rfind(')').unwrap() + 1..];
                 let fields: Vec<&str> = rest.split_whitespace().collect();
-                let ticks =
-                    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+                let ticks = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
                 Duration::from_secs_f64(ticks as f64 / self.hz)
             })
             .collect()

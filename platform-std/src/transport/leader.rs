@@ -24,7 +24,8 @@ pub(super) enum Unwritten {
 /// - the waker is used at most once per poll, while the leader polls
 ///   (`woken` implies `polling`);
 /// - a slot is either running (`active`) or done and waiting to be woken
-///   (`to_wake`), never both, and either way it is occupied;
+///   (`to_wake`), never both, and either way it is occupied; a task's
+///   slot whose outcome waits (`uncollected`) is occupied and not running;
 /// - every slot is occupied or on the free list, never both;
 /// - a task that leads on a reactor (`reactor`) is the leader, neither the
 ///   driver nor polling, and its slot is a task's, occupied;

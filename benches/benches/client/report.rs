@@ -339,6 +339,10 @@ impl Report<'_> {
             );
         }
         let ok = |r: &TpRow| median(&r.contended, |t| t.per_sec(t.ok));
+        println!(
+            "- (multi-thread: the default client runs on the driver thread there too, so that \
+             line compares one path with itself: its spread is the noise of the runs)"
+        );
         for (reactor, thread, label) in [
             (TP_OURS_ASYNC_CT, TP_OURS_THREAD_CT, "current-thread"),
             (TP_OURS_ASYNC_MT, TP_OURS_THREAD_MT, "multi-thread"),

@@ -4,9 +4,8 @@
 //! batch. Without the feature the cork is never on, and none of it is
 //! linked (a firmware writes each request at once).
 
-#[cfg(feature = "batching")]
-use crate::time::Duration;
-use crate::time::Instant;
+use super::{Queue, Session, State};
+use crate::time::{Duration, Instant};
 
 /// The longest a request may wait corked: this share of its time (1/16:
 /// a round trip longer than the time allows costs it at most 6%).
@@ -41,7 +40,7 @@ impl Cork {
     };
 
     /// A request allowed `allowed` (from `now`) is to be written.
-    pub(super) fn pushed(&mut self, now: Instant, allowed: crate::time::Duration) {
+    pub(super) fn pushed(&mut self, now: Instant, allowed: Duration) {
         #[cfg(feature = "batching")]
         {
             let share = Duration::from_micros(allowed.as_micros() >> SHARE_SHIFT);
@@ -110,5 +109,42 @@ impl Cork {
         }
         #[cfg(not(feature = "batching"))]
         let _ = (now, owed);
+    }
+}
+
+/// The session's side of the cork (see the module's docs).
+impl<T, Q: Queue<T>> Session<T, Q> {
+    /// True while the requests pushed since the platform last wrote may
+    /// wait in its buffer (feature `batching`; always false without it): a
+    /// batch written earlier is still unanswered, no probe waits to go
+    /// out, and none of them has waited a sixteenth of its time yet.
+    /// Optional (a platform that writes every request at once may ignore
+    /// it): a platform that pipelines several callers' requests writes its
+    /// buffer when this is false, or when a write it began is unfinished,
+    /// and calls [`flushed`](Session::flushed) as it does. The answers to
+    /// the batch on the way then find the next one gathered, so the server
+    /// reads and answers it as one (one batch in flight per connection, as
+    /// Nagle's algorithm keeps one small segment in flight). A request
+    /// waits for that batch's answers at most a sixteenth of its time:
+    /// [`poll_timeout`](Session::poll_timeout) is due then, and
+    /// [`handle_timeout`](Session::handle_timeout) uncorks the buffer.
+    pub fn corked(&self) -> bool {
+        self.state == State::Ready && self.cork.corked(self.owed.len())
+    }
+
+    /// The platform wrote (or began to write) everything it had queued for
+    /// this connection: requests, and the probe if one was sent.
+    pub fn flushed(&mut self) {
+        self.cork.clear();
+    }
+
+    /// When a request corked in the platform's buffer has waited its
+    /// share of its time (then the buffer goes out).
+    #[cfg(feature = "batching")]
+    pub(super) fn cork_deadline(&self) -> Option<Instant> {
+        if self.state != State::Ready {
+            return None;
+        }
+        self.cork.deadline(self.owed.len())
     }
 }

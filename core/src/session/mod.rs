@@ -54,7 +54,7 @@
 //! | a request unanswered for half its time | a probe (`PING redlock-probe`) is written behind it; a request pushed while one is overdue and not probed yet goes behind a probe ([`Queued::ProbeFirst`]) |
 //! | the probe's answer in a request's place, or another reply in the probe's | the connection is given up ([`Close::OutOfStep`]): it lost a request or a reply, and every later reply would be taken for an older request |
 //! | a probe unanswered within the connect timeout, or the longest time a request it follows was allowed | the connection is given up ([`Close::Unanswered`]): the server stalls; a slow server whose replies come in order is kept |
-//! | one batch in flight (optional) | requests pushed while a written one is unanswered wait in the platform's buffer until the replies come, a probe is to go out, or a write is unfinished ([`corked`](Session::corked)) |
+//! | one batch in flight (feature `batching`, optional for a platform) | requests pushed while a written one is unanswered wait in the platform's buffer until the replies come, a probe is to go out, a write is unfinished, or one of them has waited a sixteenth of its time ([`corked`](Session::corked)) |
 //! | a reply for no request | the connection is given up ([`Close::Unsolicited`]) |
 //! | the owed queue is full | the connection is given up ([`Close::Stuck`]): the server stopped answering |
 //! | the twin check (C3) | a `run_id` already known for another entry refuses this one ([`SetupError::SameServer`]) |
@@ -694,30 +694,6 @@ impl<T, Q: Queue<T>> Session<T, Q> {
         }
     }
 
-    /// True while the requests pushed since the platform last wrote may
-    /// wait in its buffer (feature `batching`; always false without it): a
-    /// batch written earlier is still unanswered, no probe waits to go
-    /// out, and none of them has waited a sixteenth of its time yet.
-    /// Optional (a platform that writes every request at once may ignore
-    /// it): a platform that pipelines several callers' requests writes its
-    /// buffer when this is false, or when a write it began is unfinished,
-    /// and calls [`flushed`](Session::flushed) as it does. The answers to
-    /// the batch on the way then find the next one gathered, so the server
-    /// reads and answers it as one (one batch in flight per connection, as
-    /// Nagle's algorithm keeps one small segment in flight). A request
-    /// waits for that batch's answers at most a sixteenth of its time:
-    /// [`poll_timeout`](Session::poll_timeout) is due then, and
-    /// [`handle_timeout`](Session::handle_timeout) uncorks the buffer.
-    pub fn corked(&self) -> bool {
-        self.state == State::Ready && self.cork.corked(self.owed.len())
-    }
-
-    /// The platform wrote (or began to write) everything it had queued for
-    /// this connection: requests, and the probe if one was sent.
-    pub fn flushed(&mut self) {
-        self.cork.clear();
-    }
-
     /// The probe is on its way: awaited for the connect timeout, or the
     /// longest time a request it follows was allowed (a slow server is
     /// kept). Out of line: `push` and `probe_written` share it.
@@ -817,16 +793,6 @@ impl<T, Q: Queue<T>> Session<T, Q> {
             return Some(own.map_or(cork, |own| own.min(cork)));
         }
         own
-    }
-
-    /// When a request corked in the platform's buffer has waited its
-    /// share of its time (then the buffer goes out).
-    #[cfg(feature = "batching")]
-    fn cork_deadline(&self) -> Option<Instant> {
-        if self.state != State::Ready {
-            return None;
-        }
-        self.cork.deadline(self.owed.len())
     }
 
     /// The session's own timer: a connect, a handshake, a probe.

@@ -524,16 +524,14 @@ impl<J: Job> Transport<J> {
             return (st, driver);
         };
         st.slots[slot].on_reactor = true;
-        if st.lead.reactor != Some(me) {
+        let fresh = st.lead.reactor != Some(me);
+        if fresh {
             // Taking the role: the driver watches from now on (a wake-up
-            // only if it is not watching already).
+            // only if it is not watching already), and what it saw of the
+            // last leader is moot.
             self.kick.wake_by(StdInstant::now() + WATCH_PERIOD);
-        }
-        if st.lead.reactor != Some(me) {
-            // A new leader: what the driver saw of the last one is moot.
             st.lead.watch = None;
         }
-        let fresh = st.lead.reactor != Some(me);
         st.lead.leader = true;
         st.lead.reactor = Some(me);
         st.lead.handed_at = None;

@@ -6,8 +6,9 @@
 //!
 //! Rows:
 //! - `ours multi-thread`: one client on a 2-worker multi-thread runtime,
-//!   as a user would build it (the library lets the driver thread serve
-//!   tasks there: `Reactor::available`).
+//!   as a user would build it (the tasks lead on tokio's reactor).
+//! - `ours multi-thread, driver thread`: the same with
+//!   `drive_on_runtime(false)` (the client's driver thread serves them).
 //! - `ours 2 x current-thread`: two threads, each with its own
 //!   current-thread runtime, its own client and 8 of the 16 tasks. This is
 //!   the ceiling of "the leader role pinned per worker": every worker leads
@@ -160,12 +161,25 @@ where
 }
 
 /// Our async client: `shards` threads, each with a runtime (`multi` or
-/// current-thread) and a client of its own, `TASKS / shards` tasks each.
-fn ours(urls: &[String], servers: &[RedisServer], multi: bool, shards: usize, secs: u64) -> Run {
+/// current-thread) and a client of its own, `TASKS / shards` tasks each;
+/// the connections driven on the runtime's reactor (`on_runtime`) or by
+/// the client's driver thread.
+fn ours(
+    urls: &[String],
+    servers: &[RedisServer],
+    multi: bool,
+    shards: usize,
+    on_runtime: bool,
+    secs: u64,
+) -> Run {
     let urls = urls.to_vec();
     measure(servers, shards, secs, move |shard, stop, count| {
         let rt = runtime(multi);
-        let client = Client::builder().servers(&urls).build_async().unwrap();
+        let client = Client::builder()
+            .servers(&urls)
+            .drive_on_runtime(on_runtime)
+            .build_async()
+            .unwrap();
         rt.block_on(async {
             let tasks: Vec<_> = (0..TASKS / shards)
                 .map(|t| {
@@ -236,15 +250,19 @@ fn main() {
     let rows: Vec<Row> = vec![
         (
             "ours multi-thread",
-            Box::new(|u, c, s| ours(u, c, true, 1, s)),
+            Box::new(|u, c, s| ours(u, c, true, 1, true, s)),
+        ),
+        (
+            "ours multi-thread, driver thread",
+            Box::new(|u, c, s| ours(u, c, true, 1, false, s)),
         ),
         (
             "ours 2 x current-thread",
-            Box::new(|u, c, s| ours(u, c, false, 2, s)),
+            Box::new(|u, c, s| ours(u, c, false, 2, true, s)),
         ),
         (
             "ours current-thread",
-            Box::new(|u, c, s| ours(u, c, false, 1, s)),
+            Box::new(|u, c, s| ours(u, c, false, 1, true, s)),
         ),
         (
             "rslock current-thread",
@@ -289,21 +307,25 @@ fn main() {
             of(|r| r.commands / r.reads),
         );
     }
-    let best = rate[3].max(rate[4]);
+    let best = rate[4].max(rate[5]);
     println!(
         "\nours multi-thread / rslock's best: {:.2}x",
         rate[0] / best
     );
     println!(
         "ours multi-thread / rslock multi-thread: {:.2}x",
-        rate[0] / rate[4]
+        rate[0] / rate[5]
+    );
+    println!(
+        "ours multi-thread / its driver thread: {:.2}x",
+        rate[0] / rate[1]
     );
     println!(
         "ours 2 x current-thread (pinned-leader ceiling) / rslock's best: {:.2}x",
-        rate[1] / best
+        rate[2] / best
     );
     println!(
         "ours current-thread / rslock current-thread: {:.2}x",
-        rate[2] / rate[3]
+        rate[3] / rate[4]
     );
 }

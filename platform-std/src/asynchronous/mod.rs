@@ -14,15 +14,16 @@
 //! task that awaits the call leads the transport, as a blocking caller
 //! does. A
 //! duplicate of the transport's epoll descriptor is registered with the
-//! runtime's reactor (tokio's `AsyncFd` for a task on a tokio
-//! current-thread runtime, which must have IO enabled; async-io's `Async`
-//! for a task on any other executor; on a tokio multi-thread runtime the
-//! driver thread serves the tasks: measured faster there). When
+//! runtime's reactor (tokio's `AsyncFd` for a task on a tokio runtime,
+//! current-thread or multi-thread, which must have IO enabled; async-io's
+//! `Async` for a task on any other executor). When
 //! replies arrive the runtime wakes the leading task, which reads every
 //! socket without waiting and completes every operation whose replies are
 //! in, waking each owner once. Tasks that submit meanwhile queue their
 //! requests and wake the leader once per turn (one write per socket for
-//! all of them). When the leader's call ends, or its future is dropped, the
+//! all of them); while owners of finished operations have yet to run, the
+//! leader waits for the last of them, so that their next requests leave
+//! with the others. When the leader's call ends, or its future is dropped, the
 //! role goes to another task that waits (else to a blocking caller, else
 //! to the driver thread). No thread stands between a reply and its task.
 //!
@@ -53,15 +54,15 @@
 //!
 //! # Several cores
 //!
-//! On a tokio multi-thread runtime the driver thread serves the tasks:
-//! measured, a leader on the reactor there lost more to the role moving
-//! between workers (and a transport per worker, to tasks moving between
-//! them) than the driver's two wake-ups per call cost, and with one batch
-//! in flight per connection the two tie. For the most throughput on
-//! several cores, run a current-thread runtime per core, each with a
-//! client of its own (`benches/README.md`, "One batch in flight per
-//! connection": 1.38× the multi-thread runtime's cycles/s, on 2 vCPUs
-//! shared with five servers).
+//! On a tokio multi-thread runtime the tasks lead on its reactor too. The
+//! tasks a turn finished run on several workers; the leader holds its next
+//! turn until the last of them has taken its outcome (the one that does
+//! wakes it), so that their next requests still leave in one write per
+//! socket and the servers read them as one batch. Measured on 2 workers
+//! (`benches/README.md`, "The leader waits for the tasks it woke"): 1.26×
+//! the driver thread's cycles/s, 1.36× rslock's best. A current-thread
+//! runtime per core, each with a client of its own, is a little faster
+//! still (1.56× rslock's best): no task moves between workers.
 //!
 //! # Cancellation
 //!
@@ -79,8 +80,10 @@
 //! - no future holds a lock of the client's across an `.await`: every
 //!   critical section is inside one `poll`, so nothing a task does can
 //!   stall the driver. A future kept but no longer polled while it leads
-//!   on the reactor holds up the others for at most a watch period (10 ms)
-//!   past the moment it owes work: the driver then leads in its place.
+//!   on the reactor, or after its call is done (the leader waits for its
+//!   owner to take the outcome), holds up the others for at most a watch
+//!   period (10 ms) past the moment work is owed: the driver then leads in
+//!   place of the leader.
 //!
 //! An operation that panics (the core's do not) panics the task that
 //! awaits it.

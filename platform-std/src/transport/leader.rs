@@ -63,6 +63,12 @@ pub(super) struct Leadership {
     /// turn, and its task was woken for it (once per turn, however many
     /// callers queue: their requests go out in one write per socket).
     pub(super) queued: bool,
+    /// The reactor leader returned without a turn, to let the owners of
+    /// done operations (`uncollected`) run first: the last of them to take
+    /// its outcome wakes it (see [`Transport::finish`]). Once per hold:
+    /// polled again before that (a deadline, a wake-up of its own), it
+    /// turns.
+    pub(super) held: bool,
     /// What the driver saw when work was first owed to a task that leads
     /// (or was handed the role): `turns` then, and when. Still no turn a
     /// whole `WATCH_PERIOD` later: the driver leads in its place.
@@ -298,7 +304,20 @@ impl<J: Job> Transport<J> {
             *relock(w.lock()) = None;
         }
         st.lead.active &= !bit(slot);
+        let was_uncollected = st.lead.uncollected != 0;
         st.lead.uncollected &= !bit(slot);
+        // The last owner of a done operation to take its outcome: a leader
+        // on the reactor that held its turn for them (or was not woken by
+        // their requests, see `submit`) turns now, and writes their next
+        // requests with its own in one write per socket.
+        let held = if was_uncollected && st.lead.uncollected == 0 && st.lead.queued {
+            st.lead
+                .reactor
+                .and_then(|l| self.task_wakers.get(usize::from(l)))
+                .and_then(|w| relock(w.lock()).take())
+        } else {
+            None
+        };
         st.free.push(slot as u16);
         // One thread that may take the slot: an acquisition only while more
         // than the reserved slots are free (a woken thread that finds the
@@ -329,6 +348,9 @@ impl<J: Job> Transport<J> {
         st.check_leadership();
         drop(st);
         self.wake(wake);
+        if let Some(w) = held {
+            w.wake();
+        }
         if let Some(w) = next_task {
             w.wake();
         }

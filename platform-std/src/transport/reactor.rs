@@ -42,25 +42,13 @@ impl Reactor {
     /// The reactor of the runtime the calling task runs on, watching the
     /// poll behind `registry`. `None` when there is none this build
     /// supports (no tokio runtime is current, and async-io is not built
-    /// in), on a tokio multi-thread runtime (the driver thread is faster
-    /// there, as measured), or when registering failed (logged): the
-    /// driver thread serves the task then.
+    /// in), or when registering failed (logged): the driver thread serves
+    /// the task then.
     pub(crate) fn current(registry: &Registry) -> Option<Reactor> {
         #[cfg(feature = "tokio")]
         let runtime = tokio::runtime::Handle::try_current().ok();
         #[cfg(feature = "tokio")]
         if let Some(runtime) = runtime {
-            if runtime.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread {
-                // Measured (benches/README.md, "The async API"): on a
-                // multi-thread runtime the role moving between workers, and
-                // their contention for the client's lock, cost more than
-                // the driver thread's two wake-ups per call (16 tasks:
-                // 12,381 cycles/s on the reactor, 16,062 on the driver
-                // thread); with one batch in flight per connection, a tie
-                // (24,113 and 24,344: "One batch in flight per
-                // connection"). The driver thread serves those tasks.
-                return None;
-            }
             // (Deprecated in tokio 1.54 for descriptors that may be closed
             // while registered; an `OwnedFd` is closed only when the
             // `AsyncFd` drops it, after deregistering, which is what the
@@ -104,13 +92,12 @@ impl Reactor {
     }
 
     /// Whether a reactor could serve the calling task (cheap: no lock, no
-    /// registration): a tokio current-thread runtime is current, or no
-    /// tokio runtime is and async-io is built in. Not on a tokio
-    /// multi-thread runtime (see [`current`](Reactor::current)).
+    /// registration): a tokio runtime is current, or none is and async-io
+    /// is built in.
     pub(crate) fn available() -> bool {
         #[cfg(feature = "tokio")]
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            return runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread;
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return true;
         }
         cfg!(feature = "async-io")
     }

@@ -327,12 +327,18 @@ impl<J: Job> Transport<J> {
             // write what is queued with the rest, in one write per socket,
             // as the leader of `lead` does. The driver, which keeps the
             // time, learns the deadline.
+            // While owners of done operations have yet to take their
+            // outcomes (woken by the same replies, about to queue their
+            // next requests), the last of them wakes the leader instead
+            // (`finish`): one wake-up, and one write, for all of them.
             if !st.lead.queued {
                 st.lead.queued = true;
-                leader_waker = self
-                    .task_wakers
-                    .get(usize::from(leader))
-                    .and_then(|w| relock(w.lock()).take());
+                if !st.uncollected() {
+                    leader_waker = self
+                        .task_wakers
+                        .get(usize::from(leader))
+                        .and_then(|w| relock(w.lock()).take());
+                }
             }
             deadline = st.slots[slot].deadline.map(|d| std_instant(self.epoch, d));
         } else if !st.lead.leader {
@@ -531,24 +537,35 @@ impl<J: Job> Transport<J> {
             // last leader is moot.
             self.kick.wake_by(StdInstant::now() + WATCH_PERIOD);
             st.lead.watch = None;
+            st.lead.held = false;
         }
         st.lead.leader = true;
         st.lead.reactor = Some(me);
         st.lead.handed_at = None;
-        if fresh && st.uncollected() {
-            // Taking the role while tasks whose operations are done have
-            // yet to run (woken by the replies that ended this task's last
-            // call, they are about to queue their next requests): they run
-            // first, once (the task wakes itself and is polled again after
-            // them; then it turns, whoever has queued by then), so that
-            // their requests and this one's go out in one write per socket
-            // and the servers read them as one batch.
-            // (Work owed: should this task not be polled again, the
-            // driver, which watches, leads in its place.)
+        if st.uncollected()
+            && !st.lead.held
+            && !st.errors_untold()
+            && st
+                .next_deadline(self.epoch)
+                .is_none_or(|d| d > StdInstant::now())
+        {
+            // Tasks whose operations are done have yet to run (woken by the
+            // replies of the last turn, they are about to queue their next
+            // requests): they run first. The last of them to take its
+            // outcome wakes this task (`finish`), which then turns, whoever
+            // has queued by then, so that their requests and this one's go
+            // out in one write per socket and the servers read them as one
+            // batch. On a multi-thread runtime they run on other workers
+            // too: only that wake-up says they all have. Once per hold: a
+            // deadline (the driver, which keeps the time, wakes this task)
+            // or an error is seen to at the next poll. (Work owed: should
+            // this task, or one of them, not be polled again, the driver,
+            // which watches, leads in its place.)
+            st.lead.held = true;
             st.lead.queued = true;
-            cx.waker().wake_by_ref();
             return (st, false);
         }
+        st.lead.held = false;
         let exact = r.reports_every_event();
         loop {
             // First the reactor's word (registering the task when it has

@@ -101,6 +101,13 @@ impl Cork {
         self.corked(owed).then_some(self.until)
     }
 
+    /// When the first request pushed since the last write has waited its
+    /// share of its time, if one was pushed (corked or not).
+    #[cfg(feature = "batching")]
+    pub(super) fn unsent_until(&self) -> Option<Instant> {
+        (self.unsent > 0).then_some(self.until)
+    }
+
     /// Time has passed: a request that waited its share uncorks the buffer.
     pub(super) fn expire(&mut self, now: Instant, owed: usize) {
         #[cfg(feature = "batching")]
@@ -136,6 +143,20 @@ impl<T, Q: Queue<T>> Session<T, Q> {
     /// this connection: requests, and the probe if one was sent.
     pub fn flushed(&mut self) {
         self.cork.clear();
+    }
+
+    /// When the first request pushed since the platform last wrote
+    /// ([`flushed`](Session::flushed)) has waited a sixteenth of its time,
+    /// corked or not; `None` if none was pushed (feature `batching`). For a
+    /// platform that holds its buffer for reasons of its own (waiting for
+    /// more callers to queue) and must not hold it longer than the cork
+    /// would.
+    #[cfg(feature = "batching")]
+    pub fn unsent_until(&self) -> Option<Instant> {
+        if self.state != State::Ready {
+            return None;
+        }
+        self.cork.unsent_until()
     }
 
     /// When a request corked in the platform's buffer has waited its

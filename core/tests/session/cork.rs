@@ -166,3 +166,23 @@ fn a_cork_at_the_end_of_its_share_sends_no_probe() {
     assert!(!s.corked());
     assert!(!s.poll_probe());
 }
+
+#[test]
+fn unsent_requests_say_when_they_have_waited_their_share_corked_or_not() {
+    let mut h: Session<u32, Big> = Session::new(plan(true), Big::new());
+    h.connecting(ms(0), &POLICY);
+    h.connected(ms(0), &POLICY);
+    assert_eq!(h.push(ms(0), 1, ms(1600), &POLICY), Ok(Queued::Held));
+    assert_eq!(h.unsent_until(), None, "held by the session itself");
+    let mut s = ready_big();
+    assert_eq!(s.unsent_until(), None);
+    // Nothing in flight: not corked, but unsent until the platform writes.
+    assert_eq!(s.push(ms(0), 1, ms(1600), &POLICY), Ok(Queued::Write));
+    assert!(!s.corked());
+    assert_eq!(s.unsent_until(), Some(ms(100)));
+    // A later request with less time: the earliest share counts.
+    assert_eq!(s.push(ms(10), 2, ms(330), &POLICY), Ok(Queued::Write));
+    assert_eq!(s.unsent_until(), Some(ms(30)));
+    s.flushed();
+    assert_eq!(s.unsent_until(), None);
+}

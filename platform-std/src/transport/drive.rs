@@ -9,10 +9,29 @@ impl<J: Job> State<J> {
             .filter_map(|i| self.slots.get(i)?.deadline)
             .min()
             .map(|t| std_instant(epoch, t));
-        match (ops, self.session_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        // While a reactor leader holds its turn, the requests queued
+        // meanwhile wait no longer than the cork would let them.
+        let held = if self.lead.held {
+            self.unsent_until(epoch)
+        } else {
+            None
+        };
+        [ops, self.session_deadline(), held]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// When the first request queued and not written yet, on any
+    /// connection, has waited its share of its time (see
+    /// `Session::unsent_until`).
+    pub(super) fn unsent_until(&self, epoch: StdInstant) -> Option<StdInstant> {
+        self.conns
+            .iter()
+            .filter(|c| c.is_up() && c.has_unwritten())
+            .filter_map(|c| c.session.unsent_until())
+            .min()
+            .map(|t| std_instant(epoch, t))
     }
 
     /// [`pump`](State::pump) for every running operation.
@@ -59,6 +78,7 @@ impl<J: Job> State<J> {
             }
             if s.task {
                 self.lead.uncollected |= bit(slot);
+                self.lead.hold_for |= bit(slot);
             }
         }
     }

@@ -46,7 +46,8 @@ pub(super) struct Leadership {
     /// Slots whose operation is done and whose owner waits: to be woken.
     pub(super) to_wake: u64,
     /// Slots of tasks whose operation is done and whose outcome is not
-    /// taken yet (see [`State::uncollected`]).
+    /// taken yet: woken, they are about to run (and likely to start their
+    /// next calls). `hold_for` is the part a reactor leader waits for.
     pub(super) uncollected: u64,
     /// Threads waiting for a free slot (not urgent, urgent).
     pub(super) slot_waiters: usize,
@@ -63,11 +64,17 @@ pub(super) struct Leadership {
     /// turn, and its task was woken for it (once per turn, however many
     /// callers queue: their requests go out in one write per socket).
     pub(super) queued: bool,
-    /// The reactor leader returned without a turn, to let the owners of
-    /// done operations (`uncollected`) run first: the last of them to take
-    /// its outcome wakes it (see [`Transport::finish`]). Once per hold:
-    /// polled again before that (a deadline, a wake-up of its own), it
-    /// turns.
+    /// Slots of tasks whose operations the last turns finished, whose
+    /// owners were woken and have not taken their outcomes yet (a subset of
+    /// `uncollected`): a reactor leader lets them run before its next turn
+    /// (see `lead_on_reactor`). Emptied at every turn, so that a future
+    /// kept without being polled costs one hold at most.
+    pub(super) hold_for: u64,
+    /// The reactor leader returned without a turn, to let the owners in
+    /// `hold_for` run first: the last of them to take its outcome wakes it
+    /// (see [`Transport::finish`]), or the driver does when a request
+    /// queued meanwhile has waited its share of its time
+    /// ([`State::next_deadline`]). Once per hold: polled again, it turns.
     pub(super) held: bool,
     /// What the driver saw when work was first owed to a task that leads
     /// (or was handed the role): `turns` then, and when. Still no turn a
@@ -83,13 +90,6 @@ pub(super) struct Leadership {
 }
 
 impl<J: Job> State<J> {
-    /// Some task's operation is done and its owner has not taken the
-    /// outcome yet: it was woken, and is about to run (and likely to start
-    /// its next call).
-    pub(super) fn uncollected(&self) -> bool {
-        self.lead.uncollected != 0
-    }
-
     /// A free slot for an operation, if it may take one: an acquisition
     /// leaves the last `RESERVED_SLOTS` to releases and extensions.
     pub(super) fn take_slot(&mut self, urgent: bool) -> Option<usize> {
@@ -162,6 +162,15 @@ impl<J: Job> State<J> {
             "running and done at once"
         );
         debug_assert_eq!(
+            lead.hold_for & !lead.uncollected,
+            0,
+            "held for an owner whose outcome is taken"
+        );
+        debug_assert!(
+            !lead.held || lead.reactor.is_some(),
+            "a hold without a leader"
+        );
+        debug_assert_eq!(
             occupied.count_ones() as usize + self.free.len(),
             self.slots.len(),
             "slots lost or doubled"
@@ -226,6 +235,7 @@ impl<J: Job> Transport<J> {
             // (which may be on this very thread's runtime).
             if guard.leading || !st.lead.leader || st.lead.reactor.is_some() {
                 if st.lead.reactor.take().is_some() {
+                    st.lead.held = false;
                     st.lead.watch = None;
                 }
                 st.lead.leader = true;
@@ -286,6 +296,7 @@ impl<J: Job> Transport<J> {
         let leading = leading || on_reactor;
         if on_reactor {
             st.lead.reactor = None;
+            st.lead.held = false;
         }
         if let Some(s) = st.slots.get_mut(slot) {
             s.serial = 0;
@@ -304,13 +315,14 @@ impl<J: Job> Transport<J> {
             *relock(w.lock()) = None;
         }
         st.lead.active &= !bit(slot);
-        let was_uncollected = st.lead.uncollected != 0;
+        let was_held_for = st.lead.hold_for != 0;
         st.lead.uncollected &= !bit(slot);
-        // The last owner of a done operation to take its outcome: a leader
-        // on the reactor that held its turn for them (or was not woken by
-        // their requests, see `submit`) turns now, and writes their next
-        // requests with its own in one write per socket.
-        let held = if was_uncollected && st.lead.uncollected == 0 && st.lead.queued {
+        st.lead.hold_for &= !bit(slot);
+        // The last owner the reactor leader waits for to take its outcome:
+        // a leader that held its turn for them (or was not woken by their
+        // requests, see `submit`) turns now, and writes their next requests
+        // with its own in one write per socket.
+        let held = if was_held_for && st.lead.hold_for == 0 && st.lead.queued {
             st.lead
                 .reactor
                 .and_then(|l| self.task_wakers.get(usize::from(l)))

@@ -333,7 +333,7 @@ impl<J: Job> Transport<J> {
             // (`finish`): one wake-up, and one write, for all of them.
             if !st.lead.queued {
                 st.lead.queued = true;
-                if !st.uncollected() {
+                if st.lead.hold_for == 0 {
                     leader_waker = self
                         .task_wakers
                         .get(usize::from(leader))
@@ -341,6 +341,15 @@ impl<J: Job> Transport<J> {
                 }
             }
             deadline = st.slots[slot].deadline.map(|d| std_instant(self.epoch, d));
+            if st.lead.held {
+                // The driver, which keeps the time, ends the hold when this
+                // request has waited its share (a wake-up only if it sleeps
+                // longer).
+                deadline = [deadline, st.unsent_until(self.epoch)]
+                    .into_iter()
+                    .flatten()
+                    .min();
+            }
         } else if !st.lead.leader {
             // Nothing in flight: written now, from this thread (no wake-up
             // before the requests are on the wire); the driver only reads,
@@ -349,8 +358,11 @@ impl<J: Job> Transport<J> {
             // yet to run (woken by the same replies, about to queue their
             // next requests): the task leads when it polls its ticket, and
             // lets them run first (`lead_on_reactor`), so that all go out
-            // in one write per socket.
-            if !(may_lead && st.uncollected()) {
+            // in one write per socket. The requests are owed to its turn
+            // then (`queued`: it turns, whether it holds first or not).
+            if may_lead && st.lead.hold_for != 0 {
+                st.lead.queued = true;
+            } else {
                 st.flush_all();
             }
             kick = !st.slots[slot].done && !may_lead;
@@ -478,6 +490,7 @@ impl<J: Job> Transport<J> {
             // role is handed on (to a waiting thread, another task, or the
             // driver), so that no operation waits for a task that left.
             st.lead.reactor = None;
+            st.lead.held = false;
             st.lead.leader = false;
             wake = core::mem::take(&mut st.lead.to_wake);
             let _ = self.hand_off(&mut st, &mut wake);
@@ -542,12 +555,14 @@ impl<J: Job> Transport<J> {
         st.lead.leader = true;
         st.lead.reactor = Some(me);
         st.lead.handed_at = None;
-        if st.uncollected()
+        let now = StdInstant::now();
+        if st.lead.hold_for != 0
             && !st.lead.held
             && !st.errors_untold()
-            && st
-                .next_deadline(self.epoch)
-                .is_none_or(|d| d > StdInstant::now())
+            && [st.next_deadline(self.epoch), st.unsent_until(self.epoch)]
+                .into_iter()
+                .flatten()
+                .all(|d| d > now)
         {
             // Tasks whose operations are done have yet to run (woken by the
             // replies of the last turn, they are about to queue their next
@@ -563,6 +578,9 @@ impl<J: Job> Transport<J> {
             // which watches, leads in its place.)
             st.lead.held = true;
             st.lead.queued = true;
+            if let Some(at) = st.unsent_until(self.epoch) {
+                self.kick.wake_by(at);
+            }
             return (st, false);
         }
         st.lead.held = false;
@@ -614,6 +632,7 @@ impl<J: Job> Transport<J> {
     fn give_up_reactor(&self, st: &mut State<J>, me: u16) -> bool {
         if st.lead.reactor == Some(me) {
             st.lead.reactor = None;
+            st.lead.held = false;
             st.lead.leader = false;
         }
         if !st.lead.leader {
@@ -629,6 +648,9 @@ impl<J: Job> Transport<J> {
     /// waiting. True if there were any.
     fn turn(&self, st: &mut State<J>, poll: &mut Poll, events: &mut Events) -> bool {
         st.lead.queued = false;
+        // A hold is over (see `lead_on_reactor`): the owners this turn
+        // finishes are the next one's.
+        st.lead.hold_for = 0;
         st.flush_all();
         if st.errors_untold() {
             st.pump_all(self.now());
@@ -793,6 +815,8 @@ impl<J: Job> Transport<J> {
                             }
                         }
                         st.lead.watch = None;
+                        st.lead.held = false;
+                        st.lead.hold_for = 0;
                         st.lead.leader = true;
                         st.lead.driver = true;
                         drop(self.lead(st, None, cap));

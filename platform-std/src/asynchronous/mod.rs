@@ -14,9 +14,10 @@
 //! task that awaits the call leads the transport, as a blocking caller
 //! does. A
 //! duplicate of the transport's epoll descriptor is registered with the
-//! runtime's reactor (tokio's `AsyncFd` for a task on a tokio runtime,
-//! current-thread or multi-thread, which must have IO enabled; async-io's
-//! `Async` for a task on any other executor). When
+//! runtime's reactor (tokio's `AsyncFd` for a task on a tokio runtime with
+//! IO enabled, current-thread or multi-thread; async-io's `Async` for a
+//! task on any other executor; on a tokio runtime without IO, the driver
+//! thread serves the tasks). When
 //! replies arrive the runtime wakes the leading task, which reads every
 //! socket without waiting and completes every operation whose replies are
 //! in, waking each owner once. Tasks that submit meanwhile queue their

@@ -49,15 +49,33 @@ impl Reactor {
         let runtime = tokio::runtime::Handle::try_current().ok();
         #[cfg(feature = "tokio")]
         if let Some(runtime) = runtime {
+            if without_io::has(runtime.id()) {
+                return None;
+            }
             // (Deprecated in tokio 1.54 for descriptors that may be closed
             // while registered; an `OwnedFd` is closed only when the
             // `AsyncFd` drops it, after deregistering, which is what the
             // unsafe `register_with_interest` asks of its caller, and this
             // crate has no unsafe code.)
             #[allow(deprecated)]
-            let made = registry.as_fd().try_clone_to_owned().and_then(|fd| {
-                tokio::io::unix::AsyncFd::with_interest(fd, tokio::io::Interest::READABLE)
-            });
+            let register = || {
+                registry.as_fd().try_clone_to_owned().and_then(|fd| {
+                    tokio::io::unix::AsyncFd::with_interest(fd, tokio::io::Interest::READABLE)
+                })
+            };
+            // tokio panics when the runtime has no IO enabled (it has no
+            // way to ask first): the driver thread serves that runtime's
+            // tasks, from now on without asking again (tokio's panic
+            // message is printed once per such runtime). Nothing of ours
+            // is half-done then: the panic is in tokio's handle lookup.
+            let Ok(made) = std::panic::catch_unwind(core::panic::AssertUnwindSafe(register)) else {
+                without_io::add(runtime.id());
+                log::warn!(
+                    "redlock: a tokio runtime without IO enabled: the driver thread serves its \
+                     tasks"
+                );
+                return None;
+            };
             return match made {
                 Ok(fd) => Some(Reactor::Tokio(fd, runtime.id())),
                 // Not async-io's either, on a tokio runtime (a second
@@ -96,8 +114,8 @@ impl Reactor {
     /// is built in.
     pub(crate) fn available() -> bool {
         #[cfg(feature = "tokio")]
-        if tokio::runtime::Handle::try_current().is_ok() {
-            return true;
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            return !without_io::has(runtime.id());
         }
         cfg!(feature = "async-io")
     }
@@ -177,6 +195,37 @@ impl Reactor {
                 match *self {}
             }
         }
+    }
+}
+
+/// The tokio runtimes found without IO enabled (registering with their
+/// reactor panics), by id: the driver thread serves their tasks. The
+/// newest few are kept (a runtime's id is never reused).
+#[cfg(feature = "tokio")]
+mod without_io {
+    use core::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+
+    use tokio::runtime::Id;
+
+    /// How many are kept.
+    const KEPT: usize = 16;
+
+    static IDS: Mutex<Vec<Id>> = Mutex::new(Vec::new());
+    /// Whether there are any (so that the hot path locks nothing).
+    static ANY: AtomicBool = AtomicBool::new(false);
+
+    pub(super) fn has(id: Id) -> bool {
+        ANY.load(Ordering::Acquire) && crate::relock(IDS.lock()).contains(&id)
+    }
+
+    pub(super) fn add(id: Id) {
+        let mut ids = crate::relock(IDS.lock());
+        if ids.len() == KEPT {
+            ids.remove(0);
+        }
+        ids.push(id);
+        ANY.store(true, Ordering::Release);
     }
 }
 

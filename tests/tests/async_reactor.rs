@@ -214,3 +214,108 @@ fn replies_for_others_are_not_left_unread_by_a_leader_that_is_not_polled() {
     let lock = r.expect("the replies were left unread").unwrap();
     client.unlock(&lock).unwrap();
 }
+
+/// Calls whose operations are done but whose futures are kept, neither
+/// polled nor dropped (their outcomes are never taken), as a
+/// `buffer_unordered` whose consumer is busy keeps them: the leader lets
+/// the owners of done operations run before its next turn, but it holds
+/// once for such a call, and not past a sixteenth of the time of the
+/// requests queued meanwhile. Five rounds, each keeping a call of its own
+/// and then making four try_lock + unlock cycles: every call succeeds and
+/// none hangs. (The calls behind a hold would not fail even if it lasted
+/// until the driver's watch: a request's time counts from when it is
+/// written. How long they wait is measured, not asserted, in the note of
+/// the change.)
+#[test]
+fn done_calls_kept_unpolled_do_not_hold_up_the_others() {
+    let servers = servers(3);
+    let client = builder(&servers).build().unwrap();
+    let ttl = TTL;
+    warm_up(&client);
+    let ac = client.to_async().unwrap();
+    let local = tokio::task::LocalSet::new();
+    let failed = local.block_on(&current_thread(), async {
+        let mut failed = Vec::new();
+        let mut kept = Vec::new();
+        for round in 0..5 {
+            // X's call ends (the driver reads its replies: X, woken, polls
+            // only `stop`).
+            let (stop_tx, stop) = tokio::sync::oneshot::channel::<()>();
+            let x = tokio::task::spawn_local({
+                let ac = ac.clone();
+                async move {
+                    let mut f = Box::pin(ac.try_lock(format!("x-{round}"), TTL));
+                    assert!(futures::poll!(&mut f).is_pending());
+                    let _ = stop.await;
+                    drop(f);
+                }
+            });
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            for i in 0..4 {
+                let call = tokio::time::timeout(BOUND, ac.try_lock(format!("z-{round}-{i}"), ttl));
+                match call.await.expect("a call hung") {
+                    Ok(lock) => {
+                        let _ = tokio::time::timeout(BOUND, ac.unlock(&lock))
+                            .await
+                            .expect("an unlock hung");
+                    }
+                    Err(e) => failed.push(format!("round {round}, call {i}: {e}")),
+                }
+            }
+            kept.push((stop_tx, x));
+        }
+        for (stop_tx, x) in kept {
+            let _ = stop_tx.send(());
+            x.await.unwrap();
+        }
+        failed
+    });
+    assert!(
+        failed.len() <= 2,
+        "{} of 20 calls failed: {failed:?}",
+        failed.len()
+    );
+}
+
+/// A tokio runtime without IO enabled (`enable_time()` only), current-thread
+/// and multi-thread: the tasks on it cannot lead on its reactor, and the
+/// driver thread serves them (tokio panics when asked to register; the
+/// client asks once, and the call goes on).
+#[test]
+fn a_tokio_runtime_without_io_is_served_by_the_driver_thread() {
+    let servers = servers(3);
+    let client = builder(&servers).build().unwrap();
+    let ac = client.to_async().unwrap();
+    for multi in [false, true] {
+        let rt = if multi {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_time()
+                .build()
+                .unwrap()
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap()
+        };
+        let ac = ac.clone();
+        let done = rt.block_on(async move {
+            tokio::spawn(async move {
+                for i in 0..3 {
+                    let lock = ac.try_lock(format!("no-io-{multi}-{i}"), TTL).await?;
+                    ac.unlock(&lock).await?;
+                }
+                Ok::<(), Error>(())
+            })
+            .await
+        });
+        match done {
+            Ok(calls) => calls.unwrap(),
+            Err(e) => panic!("multi-thread {multi}: the task failed: {e}"),
+        }
+    }
+    // The client serves blocking callers as before.
+    let lock = client.try_lock("after", TTL).unwrap();
+    client.unlock(&lock).unwrap();
+}

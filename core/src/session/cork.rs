@@ -61,6 +61,10 @@ impl Cork {
         {
             let owed = u16::try_from(owed).unwrap_or(u16::MAX);
             self.unsent = if all { owed } else { self.unsent.min(owed) };
+            if all {
+                // Held behind a handshake: due at once.
+                self.until = Instant::ZERO;
+            }
         }
         #[cfg(not(feature = "batching"))]
         let _ = (owed, all);
@@ -147,10 +151,11 @@ impl<T, Q: Queue<T>> Session<T, Q> {
 
     /// When the first request pushed since the platform last wrote
     /// ([`flushed`](Session::flushed)) has waited a sixteenth of its time,
-    /// corked or not; `None` if none was pushed (feature `batching`). For a
-    /// platform that holds its buffer for reasons of its own (waiting for
-    /// more callers to queue) and must not hold it longer than the cork
-    /// would.
+    /// corked or not; `None` if none was pushed (feature `batching`). The
+    /// requests held behind the handshake are due at once when it passes
+    /// (a time in the past). For a platform that holds its buffer for
+    /// reasons of its own (waiting for more callers to queue) and must not
+    /// hold it longer than the cork would.
     #[cfg(feature = "batching")]
     pub fn unsent_until(&self) -> Option<Instant> {
         if self.state != State::Ready {

@@ -174,6 +174,14 @@ fn unsent_requests_say_when_they_have_waited_their_share_corked_or_not() {
     h.connected(ms(0), &POLICY);
     assert_eq!(h.push(ms(0), 1, ms(1600), &POLICY), Ok(Queued::Held));
     assert_eq!(h.unsent_until(), None, "held by the session itself");
+    pass_handshake(&mut h, ms(5));
+    assert!(
+        h.unsent_until().is_some_and(|t| t <= ms(5)),
+        "held behind the handshake, due at once when it passes: {:?}",
+        h.unsent_until()
+    );
+    h.flushed();
+    assert_eq!(h.unsent_until(), None);
     let mut s = ready_big();
     assert_eq!(s.unsent_until(), None);
     // Nothing in flight: not corked, but unsent until the platform writes.

@@ -5,8 +5,9 @@
 //!
 //! An async call builds the same core operation as the blocking one and
 //! moves it into a slot of the client's transport: its requests are
-//! encoded and written at once, from the calling task's thread. Then one
-//! of two things drives the connections.
+//! encoded and, when nothing else is in flight, written at once from the
+//! calling task's thread (else they leave with the others' in one write
+//! per socket). Then one of two things drives the connections.
 //!
 //! **On the runtime's own reactor** (features `tokio` and `async-io`; on by
 //! default with either, see
@@ -81,10 +82,11 @@
 //! - no future holds a lock of the client's across an `.await`: every
 //!   critical section is inside one `poll`, so nothing a task does can
 //!   stall the driver. A future kept but no longer polled while it leads
-//!   on the reactor, or after its call is done (the leader waits for its
-//!   owner to take the outcome), holds up the others for at most a watch
-//!   period (10 ms) past the moment work is owed: the driver then leads in
-//!   place of the leader.
+//!   on the reactor holds up the others for at most about two watch
+//!   periods (10–20 ms) past the moment work is owed: the driver then
+//!   leads in its place. One kept after its call is done holds them up
+//!   once, no longer than a sixteenth of their requests' time (the leader
+//!   waits for the owners of the operations its turn finished, once).
 //!
 //! An operation that panics (the core's do not) panics the task that
 //! awaits it.

@@ -9,9 +9,10 @@ impl<J: Job> State<J> {
             .filter_map(|i| self.slots.get(i)?.deadline)
             .min()
             .map(|t| std_instant(epoch, t));
-        // While a reactor leader holds its turn, the requests queued
-        // meanwhile wait no longer than the cork would let them.
-        let held = if self.lead.held {
+        // While a reactor leader holds its turn (or was not woken for what
+        // was queued since), the requests queued meanwhile wait no longer
+        // than the cork would let them.
+        let held = if self.holding() {
             self.unsent_until(epoch)
         } else {
             None
@@ -20,6 +21,16 @@ impl<J: Job> State<J> {
             .into_iter()
             .flatten()
             .min()
+    }
+
+    /// A reactor leader holds its turn for the owners its last turns woke,
+    /// or was not woken for the requests queued since (`submit` leaves
+    /// that to the last of those owners): the requests wait for its next
+    /// turn.
+    pub(super) fn holding(&self) -> bool {
+        self.lead.reactor.is_some()
+            && self.lead.queued
+            && (self.lead.held || self.lead.hold_for != 0)
     }
 
     /// When the first request queued and not written yet, on any
@@ -78,7 +89,12 @@ impl<J: Job> State<J> {
             }
             if s.task {
                 self.lead.uncollected |= bit(slot);
-                self.lead.hold_for |= bit(slot);
+                // Not one the driver owns (adopted, or its own: a release
+                // in the background, an extension): a reactor leader does
+                // not wait for the driver thread.
+                if s.on_reactor {
+                    self.lead.hold_for |= bit(slot);
+                }
             }
         }
     }

@@ -30,7 +30,10 @@ pub(super) enum Unwritten {
 /// - a task that leads on a reactor (`reactor`) is the leader, neither the
 ///   driver nor polling, and its slot is a task's, occupied;
 /// - the role is waiting for a task to take it (`handed_at`) only while
-///   nobody leads.
+///   nobody leads;
+/// - the owners a reactor leader waits for (`hold_for`) are owners of done
+///   operations whose outcomes wait (`uncollected`), and it holds (`held`)
+///   only while it leads (`reactor`).
 #[derive(Debug, Default)]
 pub(super) struct Leadership {
     /// Some thread is the leader.
@@ -60,9 +63,11 @@ pub(super) struct Leadership {
     pub(super) reactor: Option<u16>,
     /// Turns made by tasks leading on a reactor, so far.
     pub(super) turns: u64,
-    /// Requests were queued for the reactor leader to write at its next
-    /// turn, and its task was woken for it (once per turn, however many
-    /// callers queue: their requests go out in one write per socket).
+    /// Work is owed to the leader's next turn: requests were queued for it
+    /// to write (its task woken for them once per turn, however many
+    /// callers queue, so that their requests go out in one write per
+    /// socket; or, while owners of done operations have yet to run, by the
+    /// last of them), or it holds. The driver's watch counts it as owed.
     pub(super) queued: bool,
     /// Slots of tasks whose operations the last turns finished, whose
     /// owners were woken and have not taken their outcomes yet (a subset of

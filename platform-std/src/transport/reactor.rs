@@ -113,9 +113,11 @@ impl Reactor {
     /// registration): a tokio runtime is current, or none is and async-io
     /// is built in.
     pub(crate) fn available() -> bool {
+        // (A tokio runtime without IO says yes here, and no in `current`,
+        // which the task asks next: then the driver thread serves it.)
         #[cfg(feature = "tokio")]
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            return !without_io::has(runtime.id());
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return true;
         }
         cfg!(feature = "async-io")
     }
@@ -200,7 +202,9 @@ impl Reactor {
 
 /// The tokio runtimes found without IO enabled (registering with their
 /// reactor panics), by id: the driver thread serves their tasks. The
-/// newest few are kept (a runtime's id is never reused).
+/// newest few are kept (a runtime's id is never reused; one forgotten is
+/// asked again, and tokio's message printed again). Only asked when no
+/// reactor serves a task (not on the hot path).
 #[cfg(feature = "tokio")]
 mod without_io {
     use core::sync::atomic::{AtomicBool, Ordering};
@@ -212,7 +216,8 @@ mod without_io {
     const KEPT: usize = 16;
 
     static IDS: Mutex<Vec<Id>> = Mutex::new(Vec::new());
-    /// Whether there are any (so that the hot path locks nothing).
+    /// Whether there are any (so that a process without such a runtime
+    /// never locks).
     static ANY: AtomicBool = AtomicBool::new(false);
 
     pub(super) fn has(id: Id) -> bool {

@@ -5,15 +5,23 @@
 //! first requests, and writes them on its own thread when nothing else is
 //! in flight (no wake-up stands between a lone call and its requests on
 //! the wire; with other operations in flight the leader writes them in one
-//! batch per socket), leaves a [`Waker`] in the slot and returns `Pending`.
+//! batch per socket, and so does its own turn while owners of operations
+//! just done have yet to run), leaves a [`Waker`] in the slot and returns
+//! `Pending`.
 //!
 //! - **On a reactor** (`reactor.rs`; features `tokio`, `async-io`): a task
 //!   that polls its ticket while nobody leads takes the role without
 //!   blocking: each poll makes turns (a zero-timeout poll, every operation
 //!   driven) while there is something to do, then registers its waker with
 //!   the runtime's reactor. Tasks that submit meanwhile wake it once per
-//!   turn. When its own call ends (or its future is dropped) the role goes
-//!   to a waiting thread, else to another task (`hand_off`).
+//!   turn. While the owners of the operations its last turns finished have
+//!   yet to run (`hold_for`; on a multi-thread runtime, on other workers
+//!   too), it holds: it returns without a turn, the last of them wakes it,
+//!   and their next requests leave with the rest in one write per socket
+//!   (the driver ends a hold when a request queued meanwhile has waited a
+//!   sixteenth of its time). When its own call ends (or its future is
+//!   dropped) the role goes to a waiting thread, else to another task
+//!   (`hand_off`).
 //! - **Otherwise** whoever leads (a blocking caller of the same client, or
 //!   else the client's driver thread) drives the task's operation with
 //!   every other one and wakes the task once, when it is done.
@@ -271,8 +279,10 @@ impl<J: Job> Transport<J> {
         st.lead.active == 0 && !st.lead.leader
     }
 
-    /// Starts `op` for a task: its first requests are queued and written
-    /// now, from this thread. `Err(op)` when every slot is taken: then
+    /// Starts `op` for a task: its first requests are queued, and written
+    /// now from this thread when nothing else is in flight and no owner of
+    /// a done operation has yet to run (else by the leader's next turn, see
+    /// the module's docs). `Err(op)` when every slot is taken: then
     /// `waker` is woken when one is freed (queued once per `waiter`, the
     /// caller's id, however often it asks).
     ///
@@ -341,14 +351,21 @@ impl<J: Job> Transport<J> {
                 }
             }
             deadline = st.slots[slot].deadline.map(|d| std_instant(self.epoch, d));
-            if st.lead.held {
+            if st.holding() {
                 // The driver, which keeps the time, ends the hold when this
                 // request has waited its share (a wake-up only if it sleeps
-                // longer).
-                deadline = [deadline, st.unsent_until(self.epoch)]
-                    .into_iter()
-                    .flatten()
-                    .min();
+                // longer); past that, this task wakes the leader itself.
+                match st.unsent_until(self.epoch) {
+                    Some(at) if at <= StdInstant::now() => {
+                        if leader_waker.is_none() {
+                            leader_waker = self
+                                .task_wakers
+                                .get(usize::from(leader))
+                                .and_then(|w| relock(w.lock()).take());
+                        }
+                    }
+                    at => deadline = [deadline, at].into_iter().flatten().min(),
+                }
             }
         } else if !st.lead.leader {
             // Nothing in flight: written now, from this thread (no wake-up
@@ -510,6 +527,10 @@ impl<J: Job> Transport<J> {
     /// events (or a deadline is due), it makes turns as a blocking leader
     /// would (without waiting), until its own operation is done or nothing
     /// is left to do now; then its waker is registered with the reactor.
+    /// Or it holds (once, without a turn, not registered with the reactor)
+    /// while the owners its last turns woke have yet to run: the last of
+    /// them wakes it, or the driver when a deadline (a request's cork
+    /// share among them) is due.
     /// True with the guard: the driver must lead instead (no reactor
     /// serves this task, or it failed).
     fn lead_on_reactor<'a>(

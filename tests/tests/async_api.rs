@@ -809,21 +809,26 @@ fn no_update_lost(registers: &[Rc<Register>]) {
     }
 }
 
-/// The liveness of a crowd's run: every task got its lock before its
-/// deadline, with time left to write, and released it while its key was
-/// still there (no majority said it was gone).
-fn everyone_served_in_time(registers: &[Rc<Register>], results: &[Result<Released, Error>]) {
-    let failed: Vec<&Error> = results.iter().filter_map(|r| r.as_ref().err()).collect();
-    let too_late: u32 = registers.iter().map(|r| r.too_late.get()).sum();
-    // (A minority may say so of a lock granted on a majority's votes.)
-    let expired_first = results
+/// How many releases found their key gone on a majority of the servers
+/// (a minority may say so of a lock granted on a majority's votes).
+fn released_after_expiry(results: &[Result<Released, Error>]) -> usize {
+    results
         .iter()
         .filter(|r| {
             r.as_ref().is_ok_and(|released| {
                 released.report.count(ServerOutcome::NotHeld) > released.report.len() / 2
             })
         })
-        .count();
+        .count()
+}
+
+/// The liveness of a crowd's run: every task got its lock before its
+/// deadline, with time left to write, and released it while its key was
+/// still there (no majority said it was gone).
+fn everyone_served_in_time(registers: &[Rc<Register>], results: &[Result<Released, Error>]) {
+    let failed: Vec<&Error> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    let too_late: u32 = registers.iter().map(|r| r.too_late.get()).sum();
+    let expired_first = released_after_expiry(results);
     assert!(
         failed.is_empty() && too_late == 0 && expired_first == 0,
         "of {} tasks, {} got no lock before their deadline (the first: {}), {} got it with \
@@ -1066,14 +1071,7 @@ fn a_crowd_on_a_multi_thread_runtime_loses_no_update() {
         failed.len(),
         failed.first().map_or(String::new(), ToString::to_string),
     );
-    let expired_first = results
-        .iter()
-        .filter(|r| {
-            r.as_ref().is_ok_and(|released| {
-                released.report.count(ServerOutcome::NotHeld) > released.report.len() / 2
-            })
-        })
-        .count();
+    let expired_first = released_after_expiry(&results);
     assert_eq!(expired_first, 0, "releases found their key gone");
     for (i, c) in cycles.iter().enumerate() {
         assert!(

@@ -87,14 +87,11 @@ impl<J: Job> State<J> {
             if s.waiting {
                 self.lead.to_wake |= bit(slot);
             }
-            if s.task {
-                self.lead.uncollected |= bit(slot);
-                // Not one the driver owns (adopted, or its own: a release
-                // in the background, an extension): a reactor leader does
-                // not wait for the driver thread.
-                if s.on_reactor {
-                    self.lead.hold_for |= bit(slot);
-                }
+            // A task's, on a reactor: not one the driver owns (adopted, or
+            // its own: a release in the background, an extension), since a
+            // reactor leader does not wait for the driver thread.
+            if s.task && s.on_reactor {
+                self.lead.hold_for |= bit(slot);
             }
         }
     }

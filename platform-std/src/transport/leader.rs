@@ -24,16 +24,15 @@ pub(super) enum Unwritten {
 /// - the waker is used at most once per poll, while the leader polls
 ///   (`woken` implies `polling`);
 /// - a slot is either running (`active`) or done and waiting to be woken
-///   (`to_wake`), never both, and either way it is occupied; a task's
-///   slot whose outcome waits (`uncollected`) is occupied and not running;
+///   (`to_wake`), never both, and either way it is occupied;
 /// - every slot is occupied or on the free list, never both;
 /// - a task that leads on a reactor (`reactor`) is the leader, neither the
 ///   driver nor polling, and its slot is a task's, occupied;
 /// - the role is waiting for a task to take it (`handed_at`) only while
 ///   nobody leads;
-/// - the owners a reactor leader waits for (`hold_for`) are owners of done
-///   operations whose outcomes wait (`uncollected`), and it holds (`held`)
-///   only while it leads (`reactor`).
+/// - the owners a reactor leader waits for (`hold_for`) are those of done
+///   operations in occupied slots, and it holds (`held`) only while it
+///   leads (`reactor`).
 #[derive(Debug, Default)]
 pub(super) struct Leadership {
     /// Some thread is the leader.
@@ -48,10 +47,6 @@ pub(super) struct Leadership {
     pub(super) active: u64,
     /// Slots whose operation is done and whose owner waits: to be woken.
     pub(super) to_wake: u64,
-    /// Slots of tasks whose operation is done and whose outcome is not
-    /// taken yet: woken, they are about to run (and likely to start their
-    /// next calls). `hold_for` is the part a reactor leader waits for.
-    pub(super) uncollected: u64,
     /// Threads waiting for a free slot (not urgent, urgent).
     pub(super) slot_waiters: usize,
     pub(super) slot_waiters_urgent: usize,
@@ -69,9 +64,10 @@ pub(super) struct Leadership {
     /// socket; or, while owners of done operations have yet to run, by the
     /// last of them), or it holds. The driver's watch counts it as owed.
     pub(super) queued: bool,
-    /// Slots of tasks whose operations the last turns finished, whose
-    /// owners were woken and have not taken their outcomes yet (a subset of
-    /// `uncollected`): a reactor leader lets them run before its next turn
+    /// Slots of tasks on a reactor whose operations the last turns
+    /// finished, whose owners were woken and have not taken their outcomes
+    /// yet (about to run, and likely to start their next calls): a reactor
+    /// leader lets them run before its next turn
     /// (see `lead_on_reactor`). Emptied at every turn, so that a future
     /// kept without being polled costs one hold at most.
     pub(super) hold_for: u64,
@@ -156,21 +152,8 @@ impl<J: Job> State<J> {
             .fold(0u64, |m, (i, _)| m | bit(i));
         debug_assert_eq!(lead.active & !occupied, 0, "a free slot runs");
         debug_assert_eq!(lead.to_wake & !occupied, 0, "a free slot is to be woken");
-        debug_assert_eq!(
-            lead.uncollected & !occupied,
-            0,
-            "a free slot is uncollected"
-        );
-        debug_assert_eq!(
-            lead.uncollected & lead.active,
-            0,
-            "running and done at once"
-        );
-        debug_assert_eq!(
-            lead.hold_for & !lead.uncollected,
-            0,
-            "held for an owner whose outcome is taken"
-        );
+        debug_assert_eq!(lead.hold_for & !occupied, 0, "held for a free slot");
+        debug_assert_eq!(lead.hold_for & lead.active, 0, "held for a running slot");
         debug_assert!(
             !lead.held || lead.reactor.is_some(),
             "a hold without a leader"
@@ -321,7 +304,6 @@ impl<J: Job> Transport<J> {
         }
         st.lead.active &= !bit(slot);
         let was_held_for = st.lead.hold_for != 0;
-        st.lead.uncollected &= !bit(slot);
         st.lead.hold_for &= !bit(slot);
         // The last owner the reactor leader waits for to take its outcome:
         // a leader that held its turn for them (or was not woken by their
@@ -330,8 +312,7 @@ impl<J: Job> Transport<J> {
         let held = if was_held_for && st.lead.hold_for == 0 && st.lead.queued {
             st.lead
                 .reactor
-                .and_then(|l| self.task_wakers.get(usize::from(l)))
-                .and_then(|w| relock(w.lock()).take())
+                .and_then(|l| self.take_waker(usize::from(l)))
         } else {
             None
         };
@@ -410,17 +391,20 @@ impl<J: Job> Transport<J> {
         }
     }
 
+    /// The waker a task left in `slot`, taken (so that it is woken once).
+    pub(super) fn take_waker(&self, slot: usize) -> Option<Waker> {
+        self.task_wakers
+            .get(slot)
+            .and_then(|w| relock(w.lock()).take())
+    }
+
     /// Wakes the owners of the slots in `mask`: a task by its waker, a
     /// thread by its condition variable. (Called without the state lock; a
     /// slot freed and taken again meanwhile gets a spurious wake-up, which
     /// every owner tolerates.)
     pub(super) fn wake(&self, mask: u64) {
         for i in bits(mask) {
-            let task = self
-                .task_wakers
-                .get(i)
-                .and_then(|w| relock(w.lock()).take());
-            match task {
+            match self.take_waker(i) {
                 Some(waker) => waker.wake(),
                 None => {
                     if let Some(cv) = self.wakeups.get(i) {

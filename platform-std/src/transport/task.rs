@@ -341,14 +341,10 @@ impl<J: Job> Transport<J> {
             // outcomes (woken by the same replies, about to queue their
             // next requests), the last of them wakes the leader instead
             // (`finish`): one wake-up, and one write, for all of them.
+            let mut wake_leader = false;
             if !st.lead.queued {
                 st.lead.queued = true;
-                if st.lead.hold_for == 0 {
-                    leader_waker = self
-                        .task_wakers
-                        .get(usize::from(leader))
-                        .and_then(|w| relock(w.lock()).take());
-                }
+                wake_leader = st.lead.hold_for == 0;
             }
             deadline = st.slots[slot].deadline.map(|d| std_instant(self.epoch, d));
             if st.holding() {
@@ -356,16 +352,12 @@ impl<J: Job> Transport<J> {
                 // request has waited its share (a wake-up only if it sleeps
                 // longer); past that, this task wakes the leader itself.
                 match st.unsent_until(self.epoch) {
-                    Some(at) if at <= StdInstant::now() => {
-                        if leader_waker.is_none() {
-                            leader_waker = self
-                                .task_wakers
-                                .get(usize::from(leader))
-                                .and_then(|w| relock(w.lock()).take());
-                        }
-                    }
+                    Some(at) if at <= StdInstant::now() => wake_leader = true,
                     at => deadline = [deadline, at].into_iter().flatten().min(),
                 }
+            }
+            if wake_leader {
+                leader_waker = self.take_waker(usize::from(leader));
             }
         } else if !st.lead.leader {
             // Nothing in flight: written now, from this thread (no wake-up
@@ -847,11 +839,10 @@ impl<J: Job> Transport<J> {
                 _ => st.lead.watch = Some((st.lead.turns, now)),
             }
             if due {
-                nudge = st.lead.reactor.and_then(|r| {
-                    self.task_wakers
-                        .get(usize::from(r))
-                        .and_then(|w| relock(w.lock()).take())
-                });
+                nudge = st
+                    .lead
+                    .reactor
+                    .and_then(|r| self.take_waker(usize::from(r)));
             }
         } else {
             st.lead.watch = None;

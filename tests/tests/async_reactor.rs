@@ -326,3 +326,69 @@ fn a_tokio_runtime_without_io_is_served_by_the_driver_thread() {
     let lock = client.try_lock("after", TTL).unwrap();
     client.unlock(&lock).unwrap();
 }
+
+/// A runtime whose reactor does not turn: its one thread never runs out of
+/// tasks (one wakes itself at every poll) and never reaches its event
+/// interval, so tokio never reports a reply. Only the deadlines, kept by
+/// the driver thread, wake the task that leads. The replies arrived long
+/// before their 5 ms deadline, and the leader reads them when a deadline
+/// wakes it, before it acts on the deadline: calls succeed. (Acting on the
+/// deadline first, every call would fail on it, its replies unread.)
+#[test]
+fn replies_that_arrived_in_time_are_read_before_a_deadline_is_acted_on() {
+    use core::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let servers = servers(3);
+    let client = Client::builder()
+        .servers(servers.iter().map(|s| s.addr().to_string()))
+        .request_timeout(Duration::from_millis(5))
+        .build()
+        .unwrap();
+    // Connected and greeted (a loaded machine may miss 5 ms: again then).
+    let warm = (0..100).find_map(|_| client.try_lock("warm-up", TTL).ok());
+    client.unlock(&warm.expect("no call succeeded")).unwrap();
+    let ac = client.to_async().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .event_interval(u32::MAX)
+        .build()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let succeeded = rt.block_on(async {
+        // Never out of work (bounded: after BOUND it ends, and the runtime
+        // turns its reactor again).
+        let spinner = tokio::spawn({
+            let stop = stop.clone();
+            core::future::poll_fn(move |cx| {
+                if stop.load(Ordering::Relaxed) || started.elapsed() > BOUND {
+                    return core::task::Poll::Ready(());
+                }
+                cx.waker().wake_by_ref();
+                core::task::Poll::Pending
+            })
+        });
+        // (It stops the spinner itself: this future, in `block_on`, is
+        // polled again only once the thread runs out of tasks.)
+        let calls = tokio::spawn(async move {
+            let mut succeeded = 0;
+            for i in 0..10 {
+                if let Ok(lock) = ac.try_lock(format!("deadline-{i}"), TTL).await {
+                    succeeded += 1;
+                    let _ = ac.unlock(&lock).await;
+                }
+            }
+            stop.store(true, Ordering::Relaxed);
+            succeeded
+        });
+        spinner.await.unwrap();
+        calls.await.unwrap()
+    });
+    assert!(
+        started.elapsed() < BOUND,
+        "the calls took {:?}: the reactor turned before they ended",
+        started.elapsed()
+    );
+    assert!(succeeded > 0, "every call failed on its deadline");
+}

@@ -228,6 +228,9 @@ struct Poller {
     /// The runtime reactor that watches `poll` for a task that leads (see
     /// `reactor.rs`), made by the first task that may lead.
     reactor: Option<Reactor>,
+    /// A look at `poll` failed after the reactor's readiness was taken:
+    /// the next turn looks, whatever the reactor says.
+    missed: bool,
 }
 
 /// The N connections, their poll, and the slots of running operations.
@@ -415,6 +418,7 @@ impl<J: Job> Transport<J> {
                 poll,
                 events: Events::with_capacity(64),
                 reactor: None,
+                missed: false,
             }),
             waker,
             wakeups: (0..MAX_SLOTS).map(|_| Condvar::new()).collect(),

@@ -542,6 +542,7 @@ impl<J: Job> Transport<J> {
             poll,
             events,
             reactor,
+            missed,
         } = &mut *poller;
         // The reactor there if it serves this task, else one made for it;
         // none: the driver leads for it (the one there, if any, is kept
@@ -603,7 +604,8 @@ impl<J: Job> Transport<J> {
             // none), then a turn. A reactor that reports every event (see
             // `Reactor::reports_every_event`) is believed: no turn when it
             // has none, unless work is owed (requests others queued, a
-            // failed send, a due deadline). Another one may say "not yet"
+            // failed send, a due deadline; such a turn writes and drives,
+            // and reads only as said below). Another one may say "not yet"
             // of an event it has just delivered (async-io, for one of the
             // tick it was registered in): after it, the poll itself is
             // asked (a turn, whatever the reactor said): what arrived
@@ -619,23 +621,25 @@ impl<J: Job> Transport<J> {
                     return (st, driver);
                 }
             };
-            if exact
-                && !ready
-                && !st.lead.queued
-                && !st.errors_untold()
-                && st
-                    .next_deadline(self.epoch)
-                    .is_none_or(|d| d > StdInstant::now())
-            {
+            let due = st
+                .next_deadline(self.epoch)
+                .is_some_and(|d| d <= StdInstant::now());
+            let untold = st.errors_untold();
+            if exact && !ready && !st.lead.queued && !untold && !due && !*missed {
                 break;
             }
-            // The poll is asked only when the reactor has news or cannot
-            // be believed: an exact reactor that says "nothing yet" has
-            // been told of every event since the last turn emptied the poll
-            // (its readiness was taken before that turn), and wakes this
-            // task for any event since. So a turn for queued work only
-            // writes (one `epoll_wait` less per call).
-            let events = self.turn(&mut st, poll, events, ready || !exact);
+            // The poll is asked when the reactor has news or cannot be
+            // believed, before a deadline or an error is acted on (a reply
+            // that arrived in time is read first), and after a look that
+            // failed. Otherwise it is not: an exact reactor that says
+            // "nothing yet" has delivered nothing since its readiness was
+            // last taken (just before the last look), any event in the
+            // poll since then is queued in the reactor's own epoll, and it
+            // wakes this task (registered just now) for it. So a turn for
+            // queued work only writes, and what has arrived is read when
+            // the reactor delivers it (one `epoll_wait` less per call).
+            let look = ready || !exact || due || untold || *missed;
+            let events = self.turn(&mut st, poll, events, look.then_some(missed));
             if st.slots[slot].done || (!ready && !events) {
                 // Done, or registered with nothing pending: the reactor
                 // wakes this task on an event, the driver when a deadline
@@ -664,9 +668,18 @@ impl<J: Job> Transport<J> {
 
     /// One turn of a task leading on its runtime's reactor: as a round of
     /// [`lead`](Transport::lead), with the poll's events taken without
-    /// waiting if `look` (else none are taken: the reactor said there are
-    /// none). True if there were any.
-    fn turn(&self, st: &mut State<J>, poll: &mut Poll, events: &mut Events, look: bool) -> bool {
+    /// waiting if it may `look` (else none are taken: the reactor has
+    /// delivered none since the last look, and wakes the task for any).
+    /// A look that fails sets the flag it is given (a look is owed: the
+    /// reactor's readiness was taken), one that succeeds clears it. True if
+    /// there were events.
+    fn turn(
+        &self,
+        st: &mut State<J>,
+        poll: &mut Poll,
+        events: &mut Events,
+        look: Option<&mut bool>,
+    ) -> bool {
         st.lead.queued = false;
         // A hold is over (see `lead_on_reactor`): the owners this turn
         // finishes are the next one's.
@@ -679,14 +692,18 @@ impl<J: Job> Transport<J> {
         let mut closed = 0u64;
         let mut any = false;
         // One event per socket and the waker at most (16 servers): the 64
-        // events hold them all, so none is left behind the readiness the
-        // reactor took.
-        let polled = if look {
+        // events hold them all, so a look leaves none behind the readiness
+        // the reactor took.
+        let looked = look.is_some();
+        let polled = if looked {
             poll.poll(events, Some(StdDuration::ZERO))
         } else {
             events.clear();
             Ok(())
         };
+        if let Some(missed) = look {
+            *missed = polled.is_err();
+        }
         match polled {
             Ok(()) => {
                 for event in events.iter() {
@@ -708,7 +725,11 @@ impl<J: Job> Transport<J> {
         st.expire_sessions(now);
         st.pump_all(now);
         st.flush_all();
-        st.lead.turns = st.lead.turns.wrapping_add(1);
+        if looked {
+            // Only a turn that looks counts for the driver's watch (events
+            // waiting while turns only write are owed all the same).
+            st.lead.turns = st.lead.turns.wrapping_add(1);
+        }
         any
     }
 

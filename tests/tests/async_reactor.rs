@@ -9,6 +9,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test driver
 
+extern crate alloc;
+
 use core::time::Duration;
 use std::time::Instant;
 
@@ -336,8 +338,8 @@ fn a_tokio_runtime_without_io_is_served_by_the_driver_thread() {
 /// deadline first, every call would fail on it, its replies unread.)
 #[test]
 fn replies_that_arrived_in_time_are_read_before_a_deadline_is_acted_on() {
+    use alloc::sync::Arc;
     use core::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
 
     let servers = servers(3);
     let client = Client::builder()

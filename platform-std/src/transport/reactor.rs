@@ -64,10 +64,12 @@ impl Reactor {
                 })
             };
             // tokio panics when the runtime has no IO enabled (it has no
-            // way to ask first): the driver thread serves that runtime's
-            // tasks, from now on without asking again (tokio's panic
-            // message is printed once per such runtime). Nothing of ours
-            // is half-done then: the panic is in tokio's handle lookup.
+            // way to ask first). `available`, which a task asks before it
+            // may lead, has found that out already, before the task
+            // submitted; should a task get here all the same, the same
+            // answer: the driver thread serves that runtime's tasks, from
+            // now on without asking again. Nothing of ours is half-done
+            // then: the panic is in tokio's handle lookup.
             let Ok(made) = std::panic::catch_unwind(core::panic::AssertUnwindSafe(register)) else {
                 without_io::add(runtime.id());
                 log::warn!(
@@ -109,15 +111,16 @@ impl Reactor {
         None
     }
 
-    /// Whether a reactor could serve the calling task (cheap: no lock, no
-    /// registration): a tokio runtime is current, or none is and async-io
-    /// is built in.
+    /// Whether a reactor could serve the calling task: a tokio runtime with
+    /// IO is current, or none is and async-io is built in. Cheap (no lock,
+    /// no registration) but for the first ask on a thread about a tokio
+    /// runtime (see `without_io::has_io`), made before the task submits
+    /// anything and with no lock of the client held.
     pub(crate) fn available() -> bool {
-        // (A tokio runtime without IO says yes here, and no in `current`,
-        // which the task asks next: then the driver thread serves it.)
         #[cfg(feature = "tokio")]
-        if tokio::runtime::Handle::try_current().is_ok() {
-            return true;
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            // Whether it has IO: known on this thread after the first ask.
+            return without_io::has_io(runtime.id());
         }
         cfg!(feature = "async-io")
     }
@@ -203,14 +206,65 @@ impl Reactor {
 /// The tokio runtimes found without IO enabled (registering with their
 /// reactor panics), by id: the driver thread serves their tasks. The
 /// newest few are kept (a runtime's id is never reused; one forgotten is
-/// asked again, and tokio's message printed again). Only asked when no
-/// reactor serves a task (not on the hot path).
+/// asked again, and tokio's message printed again).
 #[cfg(feature = "tokio")]
 mod without_io {
+    use core::cell::Cell;
     use core::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Mutex;
 
     use tokio::runtime::Id;
+
+    std::thread_local! {
+        /// The last runtime this thread found with IO.
+        static WITH_IO: Cell<Option<Id>> = const { Cell::new(None) };
+    }
+
+    /// Whether the tokio runtime `id`, current on this thread, has IO
+    /// enabled. The first ask on a thread (per runtime) registers a
+    /// throwaway epoll descriptor with it, and catches tokio's panic if it
+    /// has none: before a task submits, with no lock of the client held,
+    /// so tokio's panic message (and a backtrace, if asked for, which may
+    /// take long to print) delays no request and no other task. Asks
+    /// after that read a thread-local (or, for a runtime without IO, the
+    /// list). A registration that fails otherwise says yes (`current`
+    /// then tells why the driver thread serves).
+    pub(super) fn has_io(id: Id) -> bool {
+        if WITH_IO.with(Cell::get) == Some(id) {
+            return true;
+        }
+        if has(id) {
+            return false;
+        }
+        // One ask at a time (a second thread then finds the answer).
+        let probing = crate::relock(PROBING.lock());
+        if has(id) {
+            return false;
+        }
+        // (Deprecated in tokio 1.54 for descriptors that may be closed
+        // while registered: the `Poll` is closed only when the `AsyncFd`
+        // drops it, after deregistering.)
+        #[allow(deprecated)]
+        let probe = || {
+            mio::Poll::new().and_then(|poll| {
+                tokio::io::unix::AsyncFd::with_interest(poll, tokio::io::Interest::READABLE)
+            })
+        };
+        let with_io = std::panic::catch_unwind(core::panic::AssertUnwindSafe(probe)).is_ok();
+        if with_io {
+            WITH_IO.with(|c| c.set(Some(id)));
+        } else {
+            add(id);
+            log::warn!(
+                "redlock: a tokio runtime without IO enabled: the driver thread serves its tasks"
+            );
+        }
+        drop(probing);
+        with_io
+    }
+
+    /// Held while a thread asks tokio.
+    static PROBING: Mutex<()> = Mutex::new(());
 
     /// How many are kept.
     const KEPT: usize = 16;

@@ -335,7 +335,10 @@ fn a_tokio_runtime_without_io_is_served_by_the_driver_thread() {
 /// the driver thread, wake the task that leads. The replies arrived long
 /// before their 5 ms deadline, and the leader reads them when a deadline
 /// wakes it, before it acts on the deadline: calls succeed. (Acting on the
-/// deadline first, every call would fail on it, its replies unread.)
+/// deadline first, a call would fail on it, its replies unread, unless the
+/// driver's watch, which takes over a leader that does not read for 10 ms,
+/// came first: only if the thread stalled that long. So most calls
+/// succeed, not just one.)
 #[test]
 fn replies_that_arrived_in_time_are_read_before_a_deadline_is_acted_on() {
     use alloc::sync::Arc;
@@ -357,14 +360,19 @@ fn replies_that_arrived_in_time_are_read_before_a_deadline_is_acted_on() {
         .build()
         .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
+    let gave_up = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     let succeeded = rt.block_on(async {
         // Never out of work (bounded: after BOUND it ends, and the runtime
         // turns its reactor again).
         let spinner = tokio::spawn({
-            let stop = stop.clone();
+            let (stop, gave_up) = (stop.clone(), gave_up.clone());
             core::future::poll_fn(move |cx| {
-                if stop.load(Ordering::Relaxed) || started.elapsed() > BOUND {
+                if stop.load(Ordering::Relaxed) {
+                    return core::task::Poll::Ready(());
+                }
+                if started.elapsed() > BOUND {
+                    gave_up.store(true, Ordering::Relaxed);
                     return core::task::Poll::Ready(());
                 }
                 cx.waker().wake_by_ref();
@@ -388,9 +396,12 @@ fn replies_that_arrived_in_time_are_read_before_a_deadline_is_acted_on() {
         calls.await.unwrap()
     });
     assert!(
-        started.elapsed() < BOUND,
-        "the calls took {:?}: the reactor turned before they ended",
-        started.elapsed()
+        !gave_up.load(Ordering::Relaxed),
+        "the runtime turned its reactor before the calls ended"
     );
-    assert!(succeeded > 0, "every call failed on its deadline");
+    assert!(
+        succeeded > 5,
+        "{} of 10 calls failed on their deadlines",
+        10 - succeeded
+    );
 }

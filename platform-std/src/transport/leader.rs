@@ -58,6 +58,8 @@ pub(super) struct Leadership {
     pub(super) reactor: Option<u16>,
     /// Turns made by tasks leading on a reactor, so far.
     pub(super) turns: u64,
+    /// Of them, those that looked at the poll (took its events).
+    pub(super) looks: u64,
     /// Work is owed to the leader's next turn: requests were queued for it
     /// to write (its task woken for them once per turn, however many
     /// callers queue, so that their requests go out in one write per
@@ -78,9 +80,10 @@ pub(super) struct Leadership {
     /// ([`State::next_deadline`]). Once per hold: polled again, it turns.
     pub(super) held: bool,
     /// What the driver saw when work was first owed to a task that leads
-    /// (or was handed the role): `turns` then, and when. Still no turn a
-    /// whole `WATCH_PERIOD` later: the driver leads in its place.
-    pub(super) watch: Option<(u64, StdInstant)>,
+    /// (or was handed the role): `turns` and `looks` then, and when. Still
+    /// no turn a whole `WATCH_PERIOD` later (no look, if replies or a
+    /// deadline are owed): the driver leads in its place.
+    pub(super) watch: Option<(u64, u64, StdInstant)>,
     /// The role was handed to a task (woken to take it) at this time, and
     /// it has not taken it yet.
     pub(super) handed_at: Option<StdInstant>,

@@ -694,8 +694,7 @@ impl<J: Job> Transport<J> {
         // One event per socket and the waker at most (16 servers): the 64
         // events hold them all, so a look leaves none behind the readiness
         // the reactor took.
-        let looked = look.is_some();
-        let polled = if looked {
+        let polled = if look.is_some() {
             poll.poll(events, Some(StdDuration::ZERO))
         } else {
             events.clear();
@@ -703,6 +702,9 @@ impl<J: Job> Transport<J> {
         };
         if let Some(missed) = look {
             *missed = polled.is_err();
+            if !*missed {
+                st.lead.looks = st.lead.looks.wrapping_add(1);
+            }
         }
         match polled {
             Ok(()) => {
@@ -725,11 +727,7 @@ impl<J: Job> Transport<J> {
         st.expire_sessions(now);
         st.pump_all(now);
         st.flush_all();
-        if looked {
-            // Only a turn that looks counts for the driver's watch (events
-            // waiting while turns only write are owed all the same).
-            st.lead.turns = st.lead.turns.wrapping_add(1);
-        }
+        st.lead.turns = st.lead.turns.wrapping_add(1);
         any
     }
 
@@ -832,19 +830,21 @@ impl<J: Job> Transport<J> {
         st.lead.linger_until = Some(now + LINGER);
         let next = st.next_deadline(self.epoch);
         let due = next.is_some_and(|d| d <= now);
-        // Work owed to whoever leads: requests queued for its turn, a
-        // deadline due, a failed send to tell, the role itself (handed, not
-        // taken), or events waiting in the poll (replies to read: looked at
-        // without taking them).
-        let owed = st.lead.queued
-            || due
+        // Work owed to whoever leads: requests queued for its turn (a turn
+        // writes them), or a look at the poll: a deadline due, a failed
+        // send to tell, the role itself (handed, not taken), or events
+        // waiting in the poll (replies to read: looked at without taking
+        // them; a turn that only writes leaves them there).
+        let look_owed = due
             || st.errors_untold()
             || st.lead.reactor.is_none()
             || relock(self.peek.lock()).waiting(&st.registry);
+        let owed = look_owed || st.lead.queued;
         let mut nudge = None;
         if owed {
+            let (turns, looks) = (st.lead.turns, st.lead.looks);
             match st.lead.watch {
-                Some((turns, since)) if turns == st.lead.turns => {
+                Some((t, l, since)) if (if look_owed { l == looks } else { t == turns }) => {
                     if now >= since + WATCH_PERIOD {
                         log::debug!("redlock: a task that leads does not turn; the driver leads");
                         if let Some(r) = st.lead.reactor.take() {
@@ -870,7 +870,7 @@ impl<J: Job> Transport<J> {
                         return;
                     }
                 }
-                _ => st.lead.watch = Some((st.lead.turns, now)),
+                _ => st.lead.watch = Some((turns, looks, now)),
             }
             if due {
                 nudge = st

@@ -112,10 +112,11 @@ impl Reactor {
     }
 
     /// Whether a reactor could serve the calling task: a tokio runtime with
-    /// IO is current, or none is and async-io is built in. Cheap (no lock,
-    /// no registration) but for the first ask on a thread about a tokio
-    /// runtime (see `without_io::has_io`), made before the task submits
-    /// anything and with no lock of the client held.
+    /// IO is current, or none is and async-io is built in. Cheap (a
+    /// thread-local, no lock, no registration) but for the first ask on a
+    /// thread about a tokio runtime (see `without_io::has_io`), made
+    /// before the task submits anything and with no lock of the client
+    /// held.
     pub(crate) fn available() -> bool {
         #[cfg(feature = "tokio")]
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -216,51 +217,70 @@ mod without_io {
     use tokio::runtime::Id;
 
     std::thread_local! {
-        /// The last runtime this thread found with IO.
-        static WITH_IO: Cell<Option<Id>> = const { Cell::new(None) };
+        /// The last runtime this thread asked about, and the answer.
+        static LAST: Cell<Option<(Id, bool)>> = const { Cell::new(None) };
     }
 
     /// Whether the tokio runtime `id`, current on this thread, has IO
-    /// enabled. The first ask on a thread (per runtime) registers a
+    /// enabled. The first ask on a thread about a runtime registers a
     /// throwaway epoll descriptor with it, and catches tokio's panic if it
-    /// has none: before a task submits, with no lock of the client held,
+    /// has no IO: before a task submits, with no lock of the client held,
     /// so tokio's panic message (and a backtrace, if asked for, which may
-    /// take long to print) delays no request and no other task. Asks
-    /// after that read a thread-local (or, for a runtime without IO, the
-    /// list). A registration that fails otherwise says yes (`current`
-    /// then tells why the driver thread serves).
+    /// take long to print) delays no request and no other task of the
+    /// client. A runtime found without IO is listed for every thread (asked
+    /// once); one with IO is remembered per thread (the last one asked
+    /// about: a thread that moves between runtimes asks again, once per
+    /// move). A registration that fails otherwise says yes, unremembered
+    /// (`current` then tells why the driver thread serves).
     pub(super) fn has_io(id: Id) -> bool {
-        if WITH_IO.with(Cell::get) == Some(id) {
-            return true;
+        if let Some((last, answer)) = LAST.with(Cell::get) {
+            if last == id {
+                return answer;
+            }
         }
+        let answer = ask(id);
+        if let Some(answer) = answer {
+            LAST.with(|c| c.set(Some((id, answer))));
+        }
+        answer.unwrap_or(true)
+    }
+
+    /// Asks tokio (see `has_io`); `None` if no answer (no descriptor to
+    /// register).
+    fn ask(id: Id) -> Option<bool> {
         if has(id) {
-            return false;
+            return Some(false);
         }
-        // One ask at a time (a second thread then finds the answer).
+        // One ask at a time, so that tokio's message for a runtime without
+        // IO is printed once (a thread that waits here finds the runtime
+        // listed). Held while it prints: a first ask of another thread
+        // waits that long, before its task submits anything.
         let probing = crate::relock(PROBING.lock());
         if has(id) {
-            return false;
+            return Some(false);
         }
+        let poll = match mio::Poll::new() {
+            Ok(poll) => poll,
+            Err(e) => {
+                log::debug!("redlock: no descriptor to ask tokio about IO: {e}");
+                return None;
+            }
+        };
         // (Deprecated in tokio 1.54 for descriptors that may be closed
         // while registered: the `Poll` is closed only when the `AsyncFd`
         // drops it, after deregistering.)
         #[allow(deprecated)]
-        let probe = || {
-            mio::Poll::new().and_then(|poll| {
-                tokio::io::unix::AsyncFd::with_interest(poll, tokio::io::Interest::READABLE)
-            })
-        };
-        let with_io = std::panic::catch_unwind(core::panic::AssertUnwindSafe(probe)).is_ok();
-        if with_io {
-            WITH_IO.with(|c| c.set(Some(id)));
-        } else {
+        let register =
+            move || tokio::io::unix::AsyncFd::with_interest(poll, tokio::io::Interest::READABLE);
+        let with_io = std::panic::catch_unwind(core::panic::AssertUnwindSafe(register)).is_ok();
+        if !with_io {
             add(id);
             log::warn!(
                 "redlock: a tokio runtime without IO enabled: the driver thread serves its tasks"
             );
         }
         drop(probing);
-        with_io
+        Some(with_io)
     }
 
     /// Held while a thread asks tokio.

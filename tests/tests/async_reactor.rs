@@ -335,10 +335,11 @@ fn a_tokio_runtime_without_io_is_served_by_the_driver_thread() {
 /// the driver thread, wake the task that leads. The replies arrived long
 /// before their 5 ms deadline, and the leader reads them when a deadline
 /// wakes it, before it acts on the deadline: calls succeed. (Acting on the
-/// deadline first, a call would fail on it, its replies unread, unless the
+/// deadline first, a call fails on it, its replies unread, unless the
 /// driver's watch, which takes over a leader that does not read for 10 ms,
-/// came first: only if the thread stalled that long. So most calls
-/// succeed, not just one.)
+/// comes first: no call of 10 succeeded so in each of 9 runs. Reading
+/// first, 8 to 10 of 10 did in each of 12 runs beside three busy loops.
+/// So most calls must succeed, not just one.)
 #[test]
 fn replies_that_arrived_in_time_are_read_before_a_deadline_is_acted_on() {
     use alloc::sync::Arc;

@@ -80,10 +80,12 @@ pub(super) struct Leadership {
     /// ([`State::next_deadline`]). Once per hold: polled again, it turns.
     pub(super) held: bool,
     /// What the driver saw when work was first owed to a task that leads
-    /// (or was handed the role): `turns` and `looks` then, and when. Still
-    /// no turn a whole `WATCH_PERIOD` later (no look, if replies or a
-    /// deadline are owed): the driver leads in its place.
-    pub(super) watch: Option<(u64, u64, StdInstant)>,
+    /// (or was handed the role): `turns` and `looks` then, whether a look
+    /// was owed (replies waiting, a deadline due, an error untold, the
+    /// role not taken), and when. Still no turn a whole `WATCH_PERIOD`
+    /// later (no look, if one is owed since then): the driver leads in its
+    /// place.
+    pub(super) watch: Option<(u64, u64, bool, StdInstant)>,
     /// The role was handed to a task (woken to take it) at this time, and
     /// it has not taken it yet.
     pub(super) handed_at: Option<StdInstant>,

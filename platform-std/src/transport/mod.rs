@@ -296,7 +296,8 @@ const HELD_GRACE: StdDuration = StdDuration::from_millis(20);
 
 /// While tasks lead on their runtime's reactor, the driver looks every
 /// this often: a task owed work (requests queued for its turn, a deadline
-/// due, the role handed to it) that made no turn for a whole period is not
+/// due, the role handed to it) that made no turn for a whole period (no
+/// look at the poll, when one is owed) is not
 /// being polled (a future kept but not awaited), and the driver leads in
 /// its place.
 const WATCH_PERIOD: StdDuration = StdDuration::from_millis(10);

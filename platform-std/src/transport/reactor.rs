@@ -217,8 +217,9 @@ mod without_io {
     use tokio::runtime::Id;
 
     std::thread_local! {
-        /// The last runtime this thread asked about, and the answer.
-        static LAST: Cell<Option<(Id, bool)>> = const { Cell::new(None) };
+        /// The last runtime this thread found with IO, and the last one it
+        /// found without.
+        static LAST: Cell<[Option<Id>; 2]> = const { Cell::new([None, None]) };
     }
 
     /// Whether the tokio runtime `id`, current on this thread, has IO
@@ -227,22 +228,30 @@ mod without_io {
     /// has no IO: before a task submits, with no lock of the client held,
     /// so tokio's panic message (and a backtrace, if asked for, which may
     /// take long to print) delays no request and no other task of the
-    /// client. A runtime found without IO is listed for every thread (asked
-    /// once); one with IO is remembered per thread (the last one asked
-    /// about: a thread that moves between runtimes asks again, once per
-    /// move). A registration that fails otherwise says yes, unremembered
-    /// (`current` then tells why the driver thread serves).
+    /// client. The answer is kept on the thread (the last runtime found
+    /// with IO, and the last found without: a thread that moves between
+    /// more runtimes asks again), and a runtime without IO is listed for
+    /// every thread (tokio's message printed once). A registration that
+    /// fails without a panic (a runtime shutting down) says yes: `current`
+    /// then tells why the driver thread serves. With no descriptor to
+    /// register, the answer is yes, and not kept.
     pub(super) fn has_io(id: Id) -> bool {
-        if let Some((last, answer)) = LAST.with(Cell::get) {
-            if last == id {
-                return answer;
-            }
+        let [with, without] = LAST.with(Cell::get);
+        if with == Some(id) {
+            return true;
         }
-        let answer = ask(id);
-        if let Some(answer) = answer {
-            LAST.with(|c| c.set(Some((id, answer))));
+        if without == Some(id) {
+            return false;
         }
-        answer.unwrap_or(true)
+        let Some(answer) = ask(id) else {
+            return true;
+        };
+        LAST.with(|c| {
+            let mut last = c.get();
+            last[usize::from(!answer)] = Some(id);
+            c.set(last);
+        });
+        answer
     }
 
     /// Asks tokio (see `has_io`); `None` if no answer (no descriptor to

@@ -37,7 +37,8 @@
 //! leads on a reactor (or was handed the role), the driver keeps the time
 //! and watches (`watch`): it wakes the task when a deadline is due, and
 //! leads in its place if it owes work and makes no turn for a whole
-//! `WATCH_PERIOD` (a future kept but not awaited).
+//! `WATCH_PERIOD` (no look at the poll, when replies, a deadline or the
+//! role are owed: a future kept but not awaited).
 
 use alloc::sync::Arc;
 use alloc::task::Wake;
@@ -822,9 +823,9 @@ impl<J: Job> Transport<J> {
     /// The driver's turn while a task leads on its runtime's reactor, or
     /// was handed the role: it keeps the time (it wakes the leading task
     /// when a deadline is due) and watches: a task owed work that makes no
-    /// turn for a whole `WATCH_PERIOD` is not being polled (a future kept
-    /// but not awaited), and the driver leads in its place, so that no
-    /// operation waits for it.
+    /// turn for a whole `WATCH_PERIOD` (no look at the poll, when one is
+    /// owed) is not being polled (a future kept but not awaited), and the
+    /// driver leads in its place, so that no operation waits for it.
     fn watch(&self, mut st: MutexGuard<'_, State<J>>, cap: Option<StdInstant>) {
         let now = StdInstant::now();
         st.lead.linger_until = Some(now + LINGER);
@@ -844,7 +845,12 @@ impl<J: Job> Transport<J> {
         if owed {
             let (turns, looks) = (st.lead.turns, st.lead.looks);
             match st.lead.watch {
-                Some((t, l, since)) if (if look_owed { l == looks } else { t == turns }) => {
+                // The same kind of work owed, or less (a look then owed
+                // counts from now), and no turn (no look) since.
+                Some((t, l, looked_for, since))
+                    if (looked_for || !look_owed)
+                        && (if look_owed { l == looks } else { t == turns }) =>
+                {
                     if now >= since + WATCH_PERIOD {
                         log::debug!("redlock: a task that leads does not turn; the driver leads");
                         if let Some(r) = st.lead.reactor.take() {
@@ -870,7 +876,7 @@ impl<J: Job> Transport<J> {
                         return;
                     }
                 }
-                _ => st.lead.watch = Some((turns, looks, now)),
+                _ => st.lead.watch = Some((turns, looks, look_owed, now)),
             }
             if due {
                 nudge = st

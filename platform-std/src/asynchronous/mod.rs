@@ -61,8 +61,9 @@
 //! turn until the last of them has taken its outcome (the one that does
 //! wakes it), so that their next requests still leave in one write per
 //! socket and the servers read them as one batch. Measured on 2 workers
-//! (`benches/README.md`, "The leader waits for the tasks it woke"):
-//! 1.21–1.26× the driver thread's cycles/s, 1.29–1.36× rslock's best. A
+//! (`benches/README.md`, "The leader waits for the tasks it woke" and "A
+//! turn that only writes does not look"): 1.12–1.33× the driver thread's
+//! cycles/s, 1.22–1.40× rslock's best. A
 //! current-thread runtime per core, each with a client of its own, is a
 //! little faster still (1.54× rslock's best): no task moves between
 //! workers.

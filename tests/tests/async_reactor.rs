@@ -346,8 +346,7 @@ fn replies_that_arrived_in_time_are_read_before_a_deadline_is_acted_on() {
     use core::sync::atomic::{AtomicBool, Ordering};
 
     let servers = servers(3);
-    let client = Client::builder()
-        .servers(servers.iter().map(|s| s.addr().to_string()))
+    let client = builder(&servers)
         .request_timeout(Duration::from_millis(5))
         .build()
         .unwrap();

@@ -622,13 +622,6 @@ impl<J: Job> Transport<J> {
                     return (st, driver);
                 }
             };
-            let due = st
-                .next_deadline(self.epoch)
-                .is_some_and(|d| d <= StdInstant::now());
-            let untold = st.errors_untold();
-            if exact && !ready && !st.lead.queued && !untold && !due && !*missed {
-                break;
-            }
             // The poll is asked when the reactor has news or cannot be
             // believed, before a deadline or an error is acted on (a reply
             // that arrived in time is read first), and after a look that
@@ -639,7 +632,18 @@ impl<J: Job> Transport<J> {
             // wakes this task (registered just now) for it. So a turn for
             // queued work only writes, and what has arrived is read when
             // the reactor delivers it (one `epoll_wait` less per call).
-            let look = ready || !exact || due || untold || *missed;
+            // (The deadlines are looked at only when the reactor's word
+            // does not decide.)
+            let look = ready
+                || !exact
+                || *missed
+                || st.errors_untold()
+                || st
+                    .next_deadline(self.epoch)
+                    .is_some_and(|d| d <= StdInstant::now());
+            if !look && !st.lead.queued {
+                break;
+            }
             let events = self.turn(&mut st, poll, events, look.then_some(missed));
             if st.slots[slot].done || (!ready && !events) {
                 // Done, or registered with nothing pending: the reactor

@@ -37,7 +37,7 @@ pub(super) enum Unwritten {
 pub(super) struct Leadership {
     /// Some thread is the leader.
     pub(super) leader: bool,
-    /// The leader is the driver thread (see `task.rs`).
+    /// The leader is the driver thread (see `watch.rs`).
     pub(super) driver: bool,
     /// The leader is in `Poll::poll` (without the state lock).
     pub(super) polling: bool,

@@ -251,7 +251,7 @@ pub(crate) struct Transport<J: Job> {
     /// here, the others on `slot_free`: a freed slot wakes one thread
     /// that may take it.
     slot_free_urgent: Condvar,
-    /// Wakes the driver thread (see `task.rs`) when it waits for work.
+    /// Wakes the driver thread (see `watch.rs`) when it waits for work.
     kick: Arc<Kick>,
     /// The driver's look at the poll while a task leads (see `reactor.rs`);
     /// only the driver locks it.
@@ -586,6 +586,7 @@ mod task;
 mod task_tests;
 #[cfg(test)]
 mod tests;
+mod watch;
 mod wire;
 
 use conn::*;
